@@ -1,0 +1,68 @@
+# ratelimit: built with PGXS. `make && make install` builds and installs the extension;
+# `make unit` builds and runs the core's unit tests; `make installcheck` runs pg_regress
+# against a running server (test/run.sh starts a throwaway one and runs every suite).
+
+EXTENSION = ratelimit
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+
+MODULE_big = ratelimit
+CORE_OBJS = \
+	src/core/identity.o \
+	src/core/validation.o
+PG_OBJS = \
+	src/pg/arguments.o \
+	src/pg/clock.o \
+	src/pg/guard.o \
+	src/pg/module.o \
+	src/pg/rpc_rate_limits.o \
+	src/pg/spi_statement.o
+OBJS = $(CORE_OBJS) $(PG_OBJS)
+
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
+
+# pg_regress: sql/<name>.sql against expected/<name>.out.
+REGRESS = seed000_check_rate_limit error_guard test_clock
+REGRESS_OPTS = --dbname=ratelimit_regress
+
+WARNINGS = -Wall -Wextra -Werror -Wno-register
+PG_CONFIG ?= pg_config
+# PostgreSQL's own headers are system headers to us: our warnings apply to our code only.
+PG_CPPFLAGS = -Iinclude -Isrc -isystem $(shell $(PG_CONFIG) --includedir-server)
+PG_CXXFLAGS = -std=c++17 $(WARNINGS)
+SHLIB_LINK = -lstdc++
+
+EXTRA_CLEAN = test/unit/core_unit_tests test/concurrency/concurrency_tests results regression.diffs regression.out
+
+# No JIT bitcode: the extension's functions are not inlining candidates, and this keeps the
+# build free of a clang requirement.
+override with_llvm = no
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql $(EXTENSION).control
+	cp $< $@
+
+# Core unit tests (GoogleTest). The core builds without any PostgreSQL header.
+UNIT_CXXFLAGS = -std=c++17 $(WARNINGS) -O1 -g -Iinclude
+CORE_SOURCES = $(CORE_OBJS:.o=.cpp)
+UNIT_SOURCES = $(wildcard test/unit/*.cpp)
+
+test/unit/core_unit_tests: $(UNIT_SOURCES) $(CORE_SOURCES) $(wildcard include/ratelimit/*.hpp)
+	$(CXX) $(UNIT_CXXFLAGS) -o $@ $(UNIT_SOURCES) $(CORE_SOURCES) -lgtest -lgtest_main -pthread
+
+.PHONY: unit
+unit: test/unit/core_unit_tests
+	test/unit/core_unit_tests
+
+# Concurrency tests: many real libpq connections against a running server (PG* environment).
+CONCURRENCY_SOURCES = $(wildcard test/concurrency/*.cpp)
+
+test/concurrency/concurrency_tests: $(CONCURRENCY_SOURCES) $(wildcard test/concurrency/*.hpp)
+	$(CXX) -std=c++17 $(WARNINGS) -O1 -g -I$(shell $(PG_CONFIG) --includedir) -o $@ \
+		$(CONCURRENCY_SOURCES) -L$(shell $(PG_CONFIG) --libdir) -lpq -lgtest -lgtest_main -pthread
+
+.PHONY: format-check
+format-check:
+	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp)

@@ -1,0 +1,27 @@
+// Argument validation shared by every SQL surface: one place decides what a valid key, limit
+// and window are, and what the error says when they are not.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ratelimit/time.hpp"
+
+namespace ratelimit {
+
+// Keys (rpc names, endpoints, bucket keys) are at most this many bytes. Long enough for a
+// prefix plus a SHA-256 hex digest; short enough that a key can never bloat an index entry.
+constexpr std::size_t kMaxKeyBytes = 256;
+
+// Throws ArgumentError unless 1 <= length <= kMaxKeyBytes.
+void require_key(const std::string& argument, std::size_t length);
+
+// Throws ArgumentError unless value > 0.
+void require_positive(const std::string& argument, std::int64_t value);
+
+// A window given as a count of `unit` (e.g. minutes): must be > 0 and at most kMaxWindow.
+// Returns the window in microseconds.
+Micros window_length(const std::string& argument, std::int64_t count, Micros unit);
+
+}  // namespace ratelimit

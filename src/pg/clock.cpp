@@ -1,0 +1,86 @@
+#include "pg/clock.hpp"
+
+#include <cstdlib>
+
+#include "pg/guard.hpp"
+
+namespace ratelimit::pg {
+
+namespace {
+
+// PostgreSQL counts from 2000-01-01, the core from 1970-01-01.
+constexpr Micros kPostgresEpochInUnixMicros =
+    static_cast<Micros>(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+
+// 9999-12-31 23:59:59.999999 UTC.
+constexpr Micros kLatestTestClock = 253402300799999999LL;
+
+char* test_clock_setting = nullptr;
+bool test_clock_active = false;
+TimestampTz test_clock_value = 0;
+
+// Parses the setting once, when it is set, so that reading the clock stays free.
+bool check_test_clock(char** newval, void** extra, GucSource) {
+    if (*newval == nullptr || (*newval)[0] == '\0') {
+        *extra = nullptr;
+        return true;
+    }
+    MemoryContext caller_context = CurrentMemoryContext;
+    volatile bool parsed = false;
+    volatile TimestampTz value = 0;
+    PG_TRY();
+    {
+        value = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(*newval),
+                                                        ObjectIdGetDatum(InvalidOid),
+                                                        Int32GetDatum(-1)));
+        parsed = true;
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(caller_context);
+        FlushErrorState();
+    }
+    PG_END_TRY();
+    // Years 1970 to 9999: every window added to it stays a valid timestamptz.
+    if (!parsed || value < to_timestamptz(0) || value > to_timestamptz(kLatestTestClock)) {
+        GUC_check_errdetail(
+            "ratelimit.test_clock must be a timestamp with time zone between 1970 and 9999.");
+        return false;
+    }
+    // GUC "extra" data is owned by the GUC machinery, which releases it with free().
+    auto* stored = static_cast<TimestampTz*>(malloc(sizeof(TimestampTz)));
+    if (stored == nullptr) return false;
+    *stored = value;
+    *extra = stored;
+    return true;
+}
+
+void assign_test_clock(const char*, void* extra) {
+    test_clock_active = extra != nullptr;
+    test_clock_value = extra != nullptr ? *static_cast<TimestampTz*>(extra) : 0;
+}
+
+}  // namespace
+
+void define_clock_settings() {
+    DefineCustomStringVariable(
+        "ratelimit.test_clock",
+        "Freezes the rate limiter's clock at this timestamp (tests only; empty = real clock).",
+        "Superuser only. Lets tests move time without sleeping.", &test_clock_setting, "",
+        PGC_SUSET, 0, check_test_clock, assign_test_clock, nullptr);
+}
+
+TimestampTz to_timestamptz(Micros unix_micros) { return unix_micros - kPostgresEpochInUnixMicros; }
+
+Micros from_timestamptz(TimestampTz timestamp) { return timestamp + kPostgresEpochInUnixMicros; }
+
+Micros clock_now() {
+    return from_timestamptz(test_clock_active ? test_clock_value : GetCurrentTimestamp());
+}
+
+// ratelimit.clock_now(): the instant decisions are made at, for tests and dashboards.
+Datum clock_now_sql(FunctionCallInfo) { return TimestampTzGetDatum(to_timestamptz(clock_now())); }
+
+}  // namespace ratelimit::pg
+
+RATELIMIT_SQL_FUNCTION(rl_clock_now, ratelimit::pg::clock_now_sql)

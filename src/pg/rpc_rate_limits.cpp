@@ -1,0 +1,112 @@
+// Seed 000's surface: check_rate_limit(p_rpc_name, p_max_calls, p_window_minutes) over
+// rpc_rate_limits, one row per (user_id, rpc_name), the caller taken from the request JWT;
+// and check_rate_limit_for_user, the same decision for an explicit user id.
+#include <algorithm>
+#include <optional>
+
+#include "pg/arguments.hpp"
+#include "pg/clock.hpp"
+#include "pg/guard.hpp"
+#include "pg/spi_statement.hpp"
+#include "ratelimit/identity.hpp"
+#include "ratelimit/rolling_window.hpp"
+#include "ratelimit/validation.hpp"
+
+namespace ratelimit::pg {
+
+namespace {
+
+// The whole transition of RollingWindow::after_call, applied under the row lock that
+// INSERT ... ON CONFLICT takes, so concurrent callers are serialized on the row and none is
+// lost. $3 is now, $4 the restart cutoff, $5 when the window ends if it restarts now.
+// call_count saturates instead of overflowing the seed's integer column.
+constexpr char kRecordCallSql[] =
+    "INSERT INTO %s.rpc_rate_limits AS r"
+    "  (user_id, rpc_name, call_count, window_start, window_expires_at)"
+    " VALUES ($1, $2, 1, $3, $5)"
+    " ON CONFLICT (user_id, rpc_name) DO UPDATE SET"
+    "  call_count = CASE WHEN r.window_start < $4 THEN 1"
+    "                    ELSE r.call_count + (r.call_count < 2147483647)::integer END,"
+    "  window_start = CASE WHEN r.window_start < $4 THEN $3 ELSE r.window_start END,"
+    "  window_expires_at = CASE WHEN r.window_start < $4 THEN $5"
+    "                           ELSE r.window_start + ($5 - $3) END"
+    " RETURNING r.call_count";
+
+constexpr Oid kRecordCallTypes[] = {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
+                                    TIMESTAMPTZOID};
+
+SpiStatement record_call_statement(kRecordCallSql, 5, kRecordCallTypes);
+
+struct CallArguments {
+    Datum rpc_name;
+    RollingWindow window;
+};
+
+// Arguments shared by both functions, starting at position `first`; validated before anything
+// is read from the session or written.
+CallArguments read_call_arguments(FunctionCallInfo fcinfo, int first) {
+    Datum rpc_name = key_argument(fcinfo, first, "p_rpc_name");
+    std::int32_t max_calls = int32_argument(fcinfo, first + 1, "p_max_calls");
+    std::int32_t window_minutes = int32_argument(fcinfo, first + 2, "p_window_minutes");
+    require_positive("p_max_calls", max_calls);
+    Micros length = window_length("p_window_minutes", window_minutes, kMicrosPerMinute);
+    return CallArguments{rpc_name, RollingWindow(max_calls, length)};
+}
+
+// Counts one call of `user_id` on the rpc and says whether it is allowed.
+bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& args) {
+    Micros now = clock_now();
+    Micros cutoff = args.window.restart_cutoff(now);
+    Micros expires = now + args.window.length();
+    std::int32_t call_count = 0;
+    call_postgres([&] {
+        if (SPI_connect() != SPI_OK_CONNECT) {
+            elog(ERROR, "ratelimit: SPI_connect failed");
+        }
+        Datum values[] = {user_id, args.rpc_name, TimestampTzGetDatum(to_timestamptz(now)),
+                          TimestampTzGetDatum(to_timestamptz(cutoff)),
+                          TimestampTzGetDatum(to_timestamptz(expires))};
+        int rc = SPI_execute_plan(record_call_statement.plan_for(fcinfo), values, nullptr, false, 1);
+        if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1) {
+            elog(ERROR, "ratelimit: recording a call failed: %s", SPI_result_code_string(rc));
+        }
+        bool isnull = false;
+        call_count = DatumGetInt32(
+            SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        SPI_finish();
+    });
+    return args.window.admits(call_count);
+}
+
+// check_rate_limit(p_rpc_name, p_max_calls, p_window_minutes): the caller comes from the JWT;
+// an anonymous caller is allowed without being counted (the seed's fail-open).
+Datum check_rate_limit(FunctionCallInfo fcinfo) {
+    CallArguments args = read_call_arguments(fcinfo, 0);
+    const char* claim_sub = nullptr;
+    const char* claims = nullptr;
+    call_postgres([&] {
+        claim_sub = GetConfigOption("request.jwt.claim.sub", true, false);
+        claims = GetConfigOption("request.jwt.claims", true, false);
+    });
+    std::optional<Uuid> caller = resolve_caller(claim_sub, claims);
+    if (!caller) {
+        return BoolGetDatum(true);
+    }
+    pg_uuid_t user_id;  // plain bytes; SPI reads it during the call below
+    std::copy(caller->begin(), caller->end(), user_id.data);
+    return BoolGetDatum(record_call(fcinfo, UUIDPGetDatum(&user_id), args));
+}
+
+// check_rate_limit_for_user(p_user_id, p_rpc_name, p_max_calls, p_window_minutes).
+Datum check_rate_limit_for_user(FunctionCallInfo fcinfo) {
+    Datum user_id = uuid_argument(fcinfo, 0, "p_user_id");
+    CallArguments args = read_call_arguments(fcinfo, 1);
+    return BoolGetDatum(record_call(fcinfo, user_id, args));
+}
+
+}  // namespace
+
+}  // namespace ratelimit::pg
+
+RATELIMIT_SQL_FUNCTION(rl_check_rate_limit, ratelimit::pg::check_rate_limit)
+RATELIMIT_SQL_FUNCTION(rl_check_rate_limit_for_user, ratelimit::pg::check_rate_limit_for_user)

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs every test suite: core unit tests, pg_regress, pgTAP (pg_prove) and the concurrency
+# tests, against a throwaway cluster that is stopped at the end, also when a suite fails.
+# This is the README's test command and what CI runs. Run as root from the repository root
+# (it installs missing packages and the built extension).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+make -s -j2
+make -s install >/dev/null
+make -s test/unit/core_unit_tests test/concurrency/concurrency_tests
+
+source scripts/cluster.sh
+cluster_start "shared_preload_libraries = 'pg_cron'" "cron.database_name = 'postgres'" "fsync = off"
+
+passed=0
+failed=0
+failed_names=()
+run_suite() {
+    local name="$1"
+    shift
+    echo
+    echo "=== $name"
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        failed_names+=("$name")
+    fi
+}
+
+regress() {
+    # pg_regress writes results/ and regression.diffs here; show the diffs on failure.
+    if make -s installcheck; then
+        return 0
+    fi
+    cat regression.diffs 2>/dev/null || true
+    return 1
+}
+
+pgtap() {
+    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE ratelimit_pgtap" >/dev/null
+    local status=0
+    PGDATABASE=ratelimit_pgtap pg_prove --ext .sql test/pgtap/ || status=$?
+    psql -X -q -c "DROP DATABASE ratelimit_pgtap" >/dev/null
+    return $status
+}
+
+concurrency() {
+    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE ratelimit_concurrency" >/dev/null
+    local status=0
+    PGDATABASE=ratelimit_concurrency test/concurrency/concurrency_tests || status=$?
+    psql -X -q -c "DROP DATABASE ratelimit_concurrency" >/dev/null
+    return $status
+}
+
+run_suite "core unit tests (GoogleTest)" test/unit/core_unit_tests
+run_suite "pg_regress" regress
+run_suite "pgTAP (pg_prove)" pgtap
+run_suite "concurrency (libpq, real connections)" concurrency
+
+echo
+if [ "$failed" -gt 0 ]; then
+    echo "failed suites: ${failed_names[*]}"
+fi
+echo "suites: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
