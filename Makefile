@@ -23,7 +23,6 @@ DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
 
 # pg_regress: sql/<name>.sql against expected/<name>.out.
 REGRESS = seed000_check_rate_limit error_guard test_clock
-REGRESS_OPTS = --dbname=ratelimit_regress
 
 WARNINGS = -Wall -Wextra -Werror -Wno-register
 PG_CONFIG ?= pg_config
