@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test suite: core unit tests, pg_regress, pgTAP (pg_prove) and the concurrency
+# Runs every test suite: formatting, core unit tests, pg_regress, pgTAP (pg_prove) and the concurrency
 # tests, against a throwaway cluster that is stopped at the end, also when a suite fails.
 # This is the README's test command and what CI runs. Run as root from the repository root
 # (it installs missing packages and the built extension).
@@ -55,6 +55,7 @@ concurrency() {
     return $status
 }
 
+run_suite "formatting (clang-format)" make -s format-check
 run_suite "core unit tests (GoogleTest)" test/unit/core_unit_tests
 run_suite "pg_regress" regress
 run_suite "pgTAP (pg_prove)" pgtap

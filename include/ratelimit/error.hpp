@@ -14,7 +14,7 @@ enum class ErrorKind {
 
 // A bad argument. `argument` names the parameter (or setting) exactly as the caller spells it.
 class ArgumentError : public std::exception {
-public:
+  public:
     ArgumentError(ErrorKind kind, std::string argument, std::string message)
         : kind_(kind), argument_(std::move(argument)), message_(std::move(message)) {}
 
@@ -29,7 +29,7 @@ public:
     const std::string& argument() const noexcept { return argument_; }
     const char* what() const noexcept override { return message_.c_str(); }
 
-private:
+  private:
     ErrorKind kind_;
     std::string argument_;
     std::string message_;

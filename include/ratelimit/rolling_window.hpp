@@ -21,7 +21,7 @@ struct RollingWindowState {
 };
 
 class RollingWindow {
-public:
+  public:
     RollingWindow(std::int64_t limit, Micros length) : limit_(limit), length_(length) {}
 
     // Windows that started before this instant have expired at `now`.
@@ -41,7 +41,7 @@ public:
     std::int64_t limit() const noexcept { return limit_; }
     Micros length() const noexcept { return length_; }
 
-private:
+  private:
     std::int64_t limit_;
     Micros length_;
 };

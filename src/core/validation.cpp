@@ -16,8 +16,8 @@ void require_key(const std::string& argument, std::size_t length) {
 
 void require_positive(const std::string& argument, std::int64_t value) {
     if (value <= 0) {
-        throw ArgumentError::invalid(argument, "must be greater than zero, got " +
-                                                   std::to_string(value));
+        throw ArgumentError::invalid(argument,
+                                     "must be greater than zero, got " + std::to_string(value));
     }
 }
 
@@ -25,9 +25,9 @@ Micros window_length(const std::string& argument, std::int64_t count, Micros uni
     require_positive(argument, count);
     Micros length = 0;
     if (!checked_mul(count, unit, &length) || length > kMaxWindow) {
-        throw ArgumentError::invalid(
-            argument, "must be at most " + std::to_string(kMaxWindow / unit) + " (365 days), got " +
-                          std::to_string(count));
+        throw ArgumentError::invalid(argument, "must be at most " +
+                                                   std::to_string(kMaxWindow / unit) +
+                                                   " (365 days), got " + std::to_string(count));
     }
     return length;
 }

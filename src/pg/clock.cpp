@@ -49,7 +49,8 @@ bool check_test_clock(char** newval, void** extra, GucSource) {
     }
     // GUC "extra" data is owned by the GUC machinery, which releases it with free().
     auto* stored = static_cast<TimestampTz*>(malloc(sizeof(TimestampTz)));
-    if (stored == nullptr) return false;
+    if (stored == nullptr)
+        return false;
     *stored = value;
     *extra = stored;
     return true;
@@ -70,16 +71,22 @@ void define_clock_settings() {
         PGC_SUSET, 0, check_test_clock, assign_test_clock, nullptr);
 }
 
-TimestampTz to_timestamptz(Micros unix_micros) { return unix_micros - kPostgresEpochInUnixMicros; }
+TimestampTz to_timestamptz(Micros unix_micros) {
+    return unix_micros - kPostgresEpochInUnixMicros;
+}
 
-Micros from_timestamptz(TimestampTz timestamp) { return timestamp + kPostgresEpochInUnixMicros; }
+Micros from_timestamptz(TimestampTz timestamp) {
+    return timestamp + kPostgresEpochInUnixMicros;
+}
 
 Micros clock_now() {
     return from_timestamptz(test_clock_active ? test_clock_value : GetCurrentTimestamp());
 }
 
 // ratelimit.clock_now(): the instant decisions are made at, for tests and dashboards.
-Datum clock_now_sql(FunctionCallInfo) { return TimestampTzGetDatum(to_timestamptz(clock_now())); }
+Datum clock_now_sql(FunctionCallInfo) {
+    return TimestampTzGetDatum(to_timestamptz(clock_now()));
+}
 
 }  // namespace ratelimit::pg
 

@@ -25,14 +25,14 @@ namespace ratelimit::pg {
 
 // A PostgreSQL ERROR carried through C++ frames; `data` lives in the caller's memory context.
 class PostgresError : public std::exception {
-public:
+  public:
     explicit PostgresError(ErrorData* data) : data_(data) {}
     ErrorData* data() const noexcept { return data_; }
     const char* what() const noexcept override {
         return data_->message ? data_->message : "PostgreSQL error";
     }
 
-private:
+  private:
     ErrorData* data_;
 };
 
@@ -73,9 +73,7 @@ void call_postgres(Fn&& fn) {
     MemoryContext caller_context = CurrentMemoryContext;
     ErrorData* volatile caught = nullptr;
     PG_TRY();
-    {
-        fn();
-    }
+    { fn(); }
     PG_CATCH();
     {
         MemoryContextSwitchTo(caller_context);
@@ -91,10 +89,10 @@ void call_postgres(Fn&& fn) {
 }  // namespace ratelimit::pg
 
 // Declares the SQL-callable C symbol `sql_name` whose work is done by the C++ function `body`.
-#define RATELIMIT_SQL_FUNCTION(sql_name, body)                       \
-    extern "C" {                                                     \
-    PG_FUNCTION_INFO_V1(sql_name);                                   \
-    Datum sql_name(PG_FUNCTION_ARGS) {                               \
-        return ratelimit::pg::run_guarded(fcinfo, body);             \
-    }                                                                \
+#define RATELIMIT_SQL_FUNCTION(sql_name, body)           \
+    extern "C" {                                         \
+    PG_FUNCTION_INFO_V1(sql_name);                       \
+    Datum sql_name(PG_FUNCTION_ARGS) {                   \
+        return ratelimit::pg::run_guarded(fcinfo, body); \
+    }                                                    \
     }

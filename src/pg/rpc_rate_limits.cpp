@@ -66,13 +66,14 @@ bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& ar
         Datum values[] = {user_id, args.rpc_name, TimestampTzGetDatum(to_timestamptz(now)),
                           TimestampTzGetDatum(to_timestamptz(cutoff)),
                           TimestampTzGetDatum(to_timestamptz(expires))};
-        int rc = SPI_execute_plan(record_call_statement.plan_for(fcinfo), values, nullptr, false, 1);
+        int rc =
+            SPI_execute_plan(record_call_statement.plan_for(fcinfo), values, nullptr, false, 1);
         if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1) {
             elog(ERROR, "ratelimit: recording a call failed: %s", SPI_result_code_string(rc));
         }
         bool isnull = false;
-        call_count = DatumGetInt32(
-            SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        call_count =
+            DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
         SPI_finish();
     });
     return args.window.admits(call_count);

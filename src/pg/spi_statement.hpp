@@ -9,7 +9,7 @@
 namespace ratelimit::pg {
 
 class SpiStatement {
-public:
+  public:
     // `sql_template` holds one %s, replaced by the quoted schema name.
     SpiStatement(const char* sql_template, int nargs, const Oid* argtypes)
         : sql_template_(sql_template), nargs_(nargs), argtypes_(argtypes) {}
@@ -18,7 +18,7 @@ public:
     // inside call_postgres(), after SPI_connect().
     SPIPlanPtr plan_for(FunctionCallInfo fcinfo);
 
-private:
+  private:
     const char* sql_template_;
     int nargs_;
     const Oid* argtypes_;

@@ -53,8 +53,7 @@ TEST(FindTopLevelMember, FindsStringNullAndOtherValues) {
 
 TEST(FindTopLevelMember, IgnoresNestedMembersAndKeepsTheLastDuplicate) {
     auto m = find_top_level_member(
-        R"({"app_metadata":{"sub":"nested"},"sub":"first","x":[1,{"sub":2}],"sub":"last"})",
-        "sub");
+        R"({"app_metadata":{"sub":"nested"},"sub":"first","x":[1,{"sub":2}],"sub":"last"})", "sub");
     ASSERT_TRUE(m);
     EXPECT_EQ(m->text, "last");
 }

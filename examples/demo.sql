@@ -1,0 +1,47 @@
+-- A tour of ratelimit, run by scripts/demo.sh against a throwaway cluster.
+\pset footer off
+\echo
+\echo '== CREATE EXTENSION ratelimit'
+CREATE EXTENSION ratelimit;
+
+\echo
+\echo '== Seed 000: check_rate_limit for the JWT caller (as PostgREST sets it), login: 5 per 15 minutes'
+SET request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
+SELECT n AS call,
+       check_rate_limit(p_rpc_name => 'login-with-username-pin',
+                        p_max_calls => 5, p_window_minutes => 15) AS allowed
+FROM generate_series(1, 7) AS n;
+
+\echo
+\echo '== One row per (user, rpc): denied calls are counted too, as in the seed'
+SELECT user_id, rpc_name, call_count, window_start FROM rpc_rate_limits;
+
+\echo
+\echo '== Sixteen minutes later (test clock, superuser only) the window has restarted'
+SELECT set_config('ratelimit.test_clock', (clock_timestamp() + interval '16 minutes')::text, false) IS NOT NULL AS clock_moved;
+SELECT check_rate_limit('login-with-username-pin', 5, 15) AS allowed;
+SELECT rpc_name, call_count, window_start FROM rpc_rate_limits;
+RESET ratelimit.test_clock;
+
+\echo
+\echo '== No identity (anon key): allowed and not counted, like the seed'
+RESET request.jwt.claims;
+SELECT check_rate_limit('complete-game', 20, 1) AS allowed;
+
+\echo
+\echo '== A trusted caller names the user explicitly'
+SELECT check_rate_limit_for_user('b1ffcd00-0000-4000-8000-000000000002', 'complete-game', 20, 1) AS allowed;
+
+\echo
+\echo '== Bad input is refused with SQLSTATE 22023 and the argument''s name, and writes nothing'
+\set VERBOSITY verbose
+\set ON_ERROR_STOP 0
+SELECT check_rate_limit('complete-game', 0, 1);
+SET request.jwt.claims = '{"sub":"not-a-uuid"}';
+SELECT check_rate_limit('complete-game', 20, 1);
+\set ON_ERROR_STOP 1
+RESET request.jwt.claims;
+
+\echo
+\echo '== Stats: every counter row'
+SELECT rpc_name, count(*) AS users, sum(call_count) AS calls FROM rpc_rate_limits GROUP BY rpc_name ORDER BY rpc_name;

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The README's set-up command: on a fresh Debian 12 machine, as root, installs every package,
+# builds and installs the extension, starts a throwaway cluster as the postgres OS user, runs
+# the demo (examples/demo.sql) and stops the cluster. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+make -s -j2
+make -s install >/dev/null
+echo "build: ratelimit $(sed -n "s/^default_version = '\(.*\)'/\1/p" ratelimit.control) installed into $(pg_config --pkglibdir)"
+
+source scripts/cluster.sh
+cluster_start
+psql -X -q -v ON_ERROR_STOP=1 -f examples/demo.sql
