@@ -8,21 +8,31 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).co
 MODULE_big = ratelimit
 CORE_OBJS = \
 	src/core/identity.o \
+	src/core/second_buckets.o \
 	src/core/validation.o
 PG_OBJS = \
 	src/pg/arguments.o \
 	src/pg/clock.o \
 	src/pg/guard.o \
 	src/pg/module.o \
+	src/pg/rate_limit_buckets.o \
+	src/pg/rate_limits.o \
+	src/pg/result_row.o \
 	src/pg/rpc_rate_limits.o \
 	src/pg/spi_statement.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 
-DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA = $(wildcard sql/$(EXTENSION)--*--*.sql)
+# sql/ratelimit--0.1.0.sql is the first released version; each later version's install script
+# is that file followed by the upgrade scripts up to it, concatenated here (build/), so every
+# object has one source. Released scripts are never edited: changes go in a new upgrade script.
+BASE_VERSION = 0.1.0
+UPGRADE_CHAIN = sql/$(EXTENSION)--0.1.0--0.2.0.sql
+DATA = sql/$(EXTENSION)--$(BASE_VERSION).sql $(wildcard sql/$(EXTENSION)--*--*.sql)
+DATA_built = build/$(EXTENSION)--$(EXTVERSION).sql
 
 # pg_regress: sql/<name>.sql against expected/<name>.out.
-REGRESS = seed000_check_rate_limit error_guard test_clock
+REGRESS = seed000_check_rate_limit error_guard test_clock seed002_increment_rate_limit \
+	seed004_check_rate_limit upgrade
 
 WARNINGS = -Wall -Wextra -Werror -Wno-register
 PG_CONFIG ?= pg_config
@@ -31,7 +41,7 @@ PG_CPPFLAGS = -Iinclude -Isrc -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CXXFLAGS = -std=c++17 $(WARNINGS)
 SHLIB_LINK = -lstdc++
 
-EXTRA_CLEAN = test/unit/core_unit_tests test/concurrency/concurrency_tests results regression.diffs regression.out
+EXTRA_CLEAN = build test/unit/core_unit_tests test/concurrency/concurrency_tests results regression.diffs regression.out
 
 # No JIT bitcode: the extension's functions are not inlining candidates, and this keeps the
 # build free of a clang requirement.
@@ -40,8 +50,10 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql $(EXTENSION).control
-	cp $< $@
+build/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION)--$(BASE_VERSION).sql $(UPGRADE_CHAIN) $(EXTENSION).control
+	@mkdir -p build
+	{ cat sql/$(EXTENSION)--$(BASE_VERSION).sql; \
+	  for script in $(UPGRADE_CHAIN); do echo; grep -v '^\\echo Use ' "$$script"; done; } > $@
 
 # Core unit tests (GoogleTest). The core builds without any PostgreSQL header.
 UNIT_CXXFLAGS = -std=c++17 $(WARNINGS) -O1 -g -Iinclude

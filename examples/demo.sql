@@ -19,14 +19,14 @@ SELECT user_id, rpc_name, call_count, window_start FROM rpc_rate_limits;
 \echo
 \echo '== Sixteen minutes later (test clock, superuser only) the window has restarted'
 SELECT set_config('ratelimit.test_clock', (clock_timestamp() + interval '16 minutes')::text, false) IS NOT NULL AS clock_moved;
-SELECT check_rate_limit('login-with-username-pin', 5, 15) AS allowed;
+SELECT check_rate_limit(p_rpc_name => 'login-with-username-pin', p_max_calls => 5, p_window_minutes => 15) AS allowed;
 SELECT rpc_name, call_count, window_start FROM rpc_rate_limits;
 RESET ratelimit.test_clock;
 
 \echo
 \echo '== No identity (anon key): allowed and not counted, like the seed'
 RESET request.jwt.claims;
-SELECT check_rate_limit('complete-game', 20, 1) AS allowed;
+SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 20, p_window_minutes => 1) AS allowed;
 
 \echo
 \echo '== A trusted caller names the user explicitly'
@@ -36,9 +36,9 @@ SELECT check_rate_limit_for_user('b1ffcd00-0000-4000-8000-000000000002', 'comple
 \echo '== Bad input is refused with SQLSTATE 22023 and the argument''s name, and writes nothing'
 \set VERBOSITY verbose
 \set ON_ERROR_STOP 0
-SELECT check_rate_limit('complete-game', 0, 1);
+SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 0, p_window_minutes => 1);
 SET request.jwt.claims = '{"sub":"not-a-uuid"}';
-SELECT check_rate_limit('complete-game', 20, 1);
+SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 20, p_window_minutes => 1);
 \set ON_ERROR_STOP 1
 RESET request.jwt.claims;
 

@@ -10,6 +10,7 @@ namespace ratelimit {
 enum class ErrorKind {
     kNullArgument,     // SQLSTATE 22004: a required argument is NULL
     kInvalidArgument,  // SQLSTATE 22023: an argument is out of its documented range
+    kNotAllowed,       // SQLSTATE 42501: the caller may not act on this argument
 };
 
 // A bad argument. `argument` names the parameter (or setting) exactly as the caller spells it.
@@ -23,6 +24,10 @@ class ArgumentError : public std::exception {
     }
     static ArgumentError invalid(const std::string& argument, const std::string& detail) {
         return ArgumentError(ErrorKind::kInvalidArgument, argument, argument + " " + detail);
+    }
+
+    static ArgumentError not_allowed(const std::string& argument, const std::string& detail) {
+        return ArgumentError(ErrorKind::kNotAllowed, argument, argument + " " + detail);
     }
 
     ErrorKind kind() const noexcept { return kind_; }

@@ -12,7 +12,7 @@ namespace {
 void record_core(PendingError* pending, int sqlstate, const char* message) noexcept {
     pending->kind = PendingError::Kind::kCore;
     pending->sqlstate = sqlstate;
-    std::snprintf(pending->message, sizeof pending->message, "%s", message);
+    snprintf(pending->message, sizeof pending->message, "%s", message);
 }
 
 }  // namespace
@@ -24,10 +24,12 @@ void capture_current_exception(PendingError* pending) noexcept {
         pending->kind = PendingError::Kind::kPostgres;
         pending->postgres = e.data();
     } catch (const ArgumentError& e) {
-        record_core(pending,
-                    e.kind() == ErrorKind::kNullArgument ? ERRCODE_NULL_VALUE_NOT_ALLOWED
-                                                         : ERRCODE_INVALID_PARAMETER_VALUE,
-                    e.what());
+        int sqlstate = ERRCODE_INVALID_PARAMETER_VALUE;
+        if (e.kind() == ErrorKind::kNullArgument)
+            sqlstate = ERRCODE_NULL_VALUE_NOT_ALLOWED;
+        if (e.kind() == ErrorKind::kNotAllowed)
+            sqlstate = ERRCODE_INSUFFICIENT_PRIVILEGE;
+        record_core(pending, sqlstate, e.what());
     } catch (const std::bad_alloc&) {
         record_core(pending, ERRCODE_OUT_OF_MEMORY, "ratelimit: out of memory");
     } catch (const std::exception& e) {

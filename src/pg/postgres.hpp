@@ -2,10 +2,23 @@
 // core (src/core/, include/ratelimit/) never does.
 #pragma once
 
+// PostgreSQL's port.h redefines snprintf and friends as macros; the C++ standard headers must
+// be seen first, or their std:: declarations break.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
 extern "C" {
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "common/hashfn.h"
+#include "funcapi.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -14,5 +27,6 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/timestamp.h"
+#include "utils/tuplestore.h"
 #include "utils/uuid.h"
 }

@@ -76,7 +76,8 @@ bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& ar
             DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
         SPI_finish();
     });
-    return args.window.admits(call_count);
+    // A saturated count has lost count: it denies whatever the limit.
+    return call_count < PG_INT32_MAX && args.window.admits(call_count);
 }
 
 // check_rate_limit(p_rpc_name, p_max_calls, p_window_minutes): the caller comes from the JWT;

@@ -34,7 +34,10 @@ TEST_F(Seed000Concurrency, FiftyParallelCallsWithLimitTenAllowExactlyTen) {
                        "\",\"role\":\"authenticated\"}'");
         },
         [&](int, PgConnection& conn) {
-            bool ok = conn.query("SELECT check_rate_limit('complete-game', 10, 1)").single_bool();
+            bool ok = conn.query(
+                              "SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls "
+                              "=> 10, p_window_minutes => 1)")
+                          .single_bool();
             (ok ? allowed : denied).fetch_add(1);
         });
 

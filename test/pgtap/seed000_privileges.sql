@@ -42,9 +42,9 @@ SELECT table_privs_are('public', 'rpc_rate_limits', 'app_user', ARRAY[]::text[])
 -- authenticated: may check its own limit, may not touch the table or name another user.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 SET LOCAL ROLE authenticated;
-SELECT is(check_rate_limit('complete-game', 2, 1), true, 'authenticated: first call allowed');
-SELECT is(check_rate_limit('complete-game', 2, 1), true, 'authenticated: second call allowed');
-SELECT is(check_rate_limit('complete-game', 2, 1), false, 'authenticated: third call denied');
+SELECT is(check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 2, p_window_minutes => 1), true, 'authenticated: first call allowed');
+SELECT is(check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 2, p_window_minutes => 1), true, 'authenticated: second call allowed');
+SELECT is(check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 2, p_window_minutes => 1), false, 'authenticated: third call denied');
 SELECT throws_ok('SELECT * FROM public.rpc_rate_limits', '42501', NULL, 'authenticated cannot read counters');
 SELECT throws_ok($$UPDATE public.rpc_rate_limits SET call_count = 0$$, '42501', NULL,
                  'authenticated cannot reset its own counter');
@@ -57,7 +57,7 @@ RESET ROLE;
 -- anon: no identity, allowed without being counted; no table access either.
 SET LOCAL request.jwt.claims = '{"role":"anon"}';
 SET LOCAL ROLE anon;
-SELECT is(check_rate_limit('login-with-username-pin', 1, 15), true, 'anon: allowed (no identity)');
+SELECT is(check_rate_limit(p_rpc_name => 'login-with-username-pin', p_max_calls => 1, p_window_minutes => 15), true, 'anon: allowed (no identity)');
 SELECT throws_ok('SELECT * FROM public.rpc_rate_limits', '42501', NULL, 'anon cannot read counters');
 SELECT throws_ok($$INSERT INTO public.rpc_rate_limits (user_id, rpc_name) VALUES (gen_random_uuid(), 'x')$$,
                  '42501', NULL, 'anon cannot write counters');
@@ -72,7 +72,7 @@ RESET ROLE;
 
 -- A plain PostgreSQL app role gets check_rate_limit through PUBLIC and nothing else.
 SET LOCAL ROLE app_user;
-SELECT lives_ok($$SELECT check_rate_limit('x', 1, 1)$$, 'app role may call check_rate_limit');
+SELECT lives_ok($$SELECT check_rate_limit(p_rpc_name => 'x', p_max_calls => 1, p_window_minutes => 1)$$, 'app role may call check_rate_limit');
 SELECT throws_ok('SELECT * FROM public.rpc_rate_limits', '42501', NULL, 'app role cannot read counters');
 RESET ROLE;
 
@@ -82,7 +82,7 @@ CREATE TABLE hijack.rpc_rate_limits (LIKE public.rpc_rate_limits INCLUDING ALL);
 CREATE FUNCTION hijack.gen_random_uuid() RETURNS uuid LANGUAGE sql AS $$SELECT '00000000-0000-0000-0000-000000000000'::uuid$$;
 SET LOCAL search_path = hijack, public;
 SET LOCAL request.jwt.claims = '{"sub":"c2000000-0000-4000-8000-000000000003"}';
-SELECT is(check_rate_limit('hijack-test', 5, 1), true, 'a call with a hijacked search_path is allowed');
+SELECT is(check_rate_limit(p_rpc_name => 'hijack-test', p_max_calls => 5, p_window_minutes => 1), true, 'a call with a hijacked search_path is allowed');
 RESET search_path;
 SELECT is((SELECT count(*)::integer FROM hijack.rpc_rate_limits), 0, 'the look-alike table was not written');
 SELECT is((SELECT call_count FROM public.rpc_rate_limits WHERE rpc_name = 'hijack-test'), 1,

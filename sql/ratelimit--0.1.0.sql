@@ -1,5 +1,6 @@
--- ratelimit: the one source of the install script (the Makefile turns it into
--- ratelimit--<version>.sql).
+-- ratelimit 0.1.0, the first released version. The install script of every later version is
+-- this file followed by the upgrade scripts (the Makefile concatenates them), so each object has
+-- one source and a fresh install equals an upgraded one.
 --
 -- Layout: the seed-compatible surfaces (check_rate_limit, rpc_rate_limits, ...) go into the
 -- schema CREATE EXTENSION installs into (public by default, where PostgREST looks); everything

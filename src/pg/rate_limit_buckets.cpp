@@ -1,0 +1,275 @@
+// Seed 004's surface: check_rate_limit(p_key, p_limit, p_window_seconds) over per-second
+// buckets in rate_limit_buckets, and its three tiers (global, IP, email) in one call.
+//
+// Exactness: a key's buckets are read and written under a transaction-scoped advisory lock on
+// the key, so concurrent callers of one key take turns and each sees every call committed
+// before it (READ COMMITTED takes a new snapshot per statement). Keys are locked in hash order,
+// so multi-key calls cannot deadlock each other. Under REPEATABLE READ or SERIALIZABLE the
+// snapshot is older than the lock, so those levels are refused rather than risk overage.
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "pg/arguments.hpp"
+#include "pg/clock.hpp"
+#include "pg/guard.hpp"
+#include "pg/result_row.hpp"
+#include "pg/spi_statement.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/second_buckets.hpp"
+#include "ratelimit/validation.hpp"
+
+namespace ratelimit::pg {
+
+namespace {
+
+// First key of the two-part advisory locks this file takes ("RLBK"), so they stay apart from
+// an application's own single-bigint advisory locks.
+constexpr std::int32_t kBucketLockClass = 0x524C424B;
+
+constexpr char kCountedSql[] =
+    "SELECT bucket_time, count FROM %s.rate_limit_buckets"
+    " WHERE key = $1 AND bucket_time > $2 ORDER BY bucket_time";
+constexpr Oid kCountedTypes[] = {TEXTOID, TIMESTAMPTZOID};
+SpiStatement counted_statement(kCountedSql, 2, kCountedTypes);
+
+// window_seconds keeps the longest window a bucket was counted under: cleanup keeps every
+// bucket younger than the longest window in use.
+constexpr char kRecordSql[] =
+    "INSERT INTO %s.rate_limit_buckets AS b (key, bucket_time, count, window_seconds)"
+    " VALUES ($1, $2, $3, $4)"
+    " ON CONFLICT (key, bucket_time) DO UPDATE SET count = b.count + EXCLUDED.count,"
+    "  window_seconds = GREATEST(b.window_seconds, EXCLUDED.window_seconds)";
+constexpr Oid kRecordTypes[] = {TEXTOID, TIMESTAMPTZOID, INT4OID, INT4OID};
+SpiStatement record_statement(kRecordSql, 4, kRecordTypes);
+
+struct KeyLimit {
+    Datum key;  // detoasted text
+    std::int32_t window_seconds;
+    SecondBuckets rule;
+};
+
+struct KeysDecision {
+    std::vector<BucketDecision> per_key;
+    int denied = -1;                 // first key, in the caller's order, that denied
+    std::int64_t retry_after_s = 0;  // when every denying key would allow
+};
+
+// Counted buckets of one key, copied out of SPI into PostgreSQL memory.
+struct CountedRows {
+    std::uint64_t n;
+    Micros* starts;
+    std::int64_t* counts;
+};
+
+std::uint32_t lock_hash(Datum key) {
+    text* t = DatumGetTextPP(key);
+    return hash_bytes(reinterpret_cast<const unsigned char*>(VARDATA_ANY(t)),
+                      static_cast<int>(VARSIZE_ANY_EXHDR(t)));
+}
+
+// Decides a call of `cost` on every key, all or nothing: the call is recorded in every key's
+// bucket only if every key allows it.
+KeysDecision decide_keys(FunctionCallInfo fcinfo, const std::vector<KeyLimit>& keys,
+                         std::int64_t cost) {
+    std::vector<std::size_t> lock_order(keys.size());
+    std::vector<std::uint32_t> hashes(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        hashes[i] = lock_hash(keys[i].key);
+    }
+    std::iota(lock_order.begin(), lock_order.end(), 0);
+    std::sort(lock_order.begin(), lock_order.end(),
+              [&](std::size_t a, std::size_t b) { return hashes[a] < hashes[b]; });
+
+    Micros now = clock_now();
+    CountedRows* rows = nullptr;
+    call_postgres([&] {
+        if (IsolationUsesXactSnapshot()) {
+            ereport(ERROR,
+                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                     errmsg("sliding-window rate limits need READ COMMITTED isolation"),
+                     errdetail("Under REPEATABLE READ or SERIALIZABLE a concurrent call's "
+                               "buckets may be invisible, which would allow more than the "
+                               "limit."),
+                     errhint("Call it in a READ COMMITTED transaction (PostgREST's default).")));
+        }
+        if (SPI_connect() != SPI_OK_CONNECT) {
+            elog(ERROR, "ratelimit: SPI_connect failed");
+        }
+        for (std::size_t i : lock_order) {
+            DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(kBucketLockClass),
+                                Int32GetDatum(static_cast<std::int32_t>(hashes[i])));
+        }
+        rows = static_cast<CountedRows*>(palloc0(sizeof(CountedRows) * keys.size()));
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            Datum values[] = {keys[i].key,
+                              TimestampTzGetDatum(to_timestamptz(keys[i].rule.counts_after(now)))};
+            int rc =
+                SPI_execute_plan(counted_statement.plan_for(fcinfo), values, nullptr, false, 0);
+            if (rc != SPI_OK_SELECT) {
+                elog(ERROR, "ratelimit: reading buckets failed: %s", SPI_result_code_string(rc));
+            }
+            CountedRows& out = rows[i];
+            out.n = SPI_processed;
+            out.starts = static_cast<Micros*>(palloc(sizeof(Micros) * (out.n + 1)));
+            out.counts = static_cast<std::int64_t*>(palloc(sizeof(std::int64_t) * (out.n + 1)));
+            for (std::uint64_t r = 0; r < out.n; ++r) {
+                bool isnull = false;
+                HeapTuple tuple = SPI_tuptable->vals[r];
+                out.starts[r] = from_timestamptz(
+                    DatumGetTimestampTz(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull)));
+                out.counts[r] =
+                    DatumGetInt32(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
+            }
+            SPI_freetuptable(SPI_tuptable);
+        }
+    });
+
+    KeysDecision decision;
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        std::vector<Bucket> counted(rows[i].n);
+        for (std::uint64_t r = 0; r < rows[i].n; ++r) {
+            counted[r] = Bucket{rows[i].starts[r], rows[i].counts[r]};
+        }
+        BucketDecision d = keys[i].rule.decide(counted, cost, now);
+        if (!d.allowed) {
+            if (decision.denied < 0)
+                decision.denied = static_cast<int>(i);
+            decision.retry_after_s = std::max(decision.retry_after_s, d.retry_after_s);
+        }
+        decision.per_key.push_back(d);
+    }
+
+    call_postgres([&] {
+        if (decision.denied < 0) {
+            Datum bucket = TimestampTzGetDatum(to_timestamptz(SecondBuckets::bucket_of(now)));
+            for (const KeyLimit& k : keys) {
+                Datum values[] = {k.key, bucket, Int32GetDatum(static_cast<std::int32_t>(cost)),
+                                  Int32GetDatum(k.window_seconds)};
+                int rc =
+                    SPI_execute_plan(record_statement.plan_for(fcinfo), values, nullptr, false, 0);
+                if (rc != SPI_OK_INSERT) {
+                    elog(ERROR, "ratelimit: recording a bucket failed: %s",
+                         SPI_result_code_string(rc));
+                }
+            }
+        }
+        SPI_finish();
+    });
+    return decision;
+}
+
+KeyLimit key_limit(Datum key, std::int32_t limit, std::int32_t window_seconds,
+                   const char* limit_name, const char* window_name) {
+    require_positive(limit_name, limit);
+    Micros window = window_length(window_name, window_seconds, kMicrosPerSecond);
+    return KeyLimit{key, window_seconds, SecondBuckets(limit, window)};
+}
+
+Datum int_datum(std::int64_t value) {
+    return Int32GetDatum(static_cast<std::int32_t>(value));
+}
+
+// check_rate_limit(p_key, p_limit, p_window_seconds, p_cost DEFAULT 1)
+//   RETURNS TABLE(allowed boolean, current_count integer, retry_after integer)
+Datum check_rate_limit_buckets(FunctionCallInfo fcinfo) {
+    Datum key = key_argument(fcinfo, 0, "p_key");
+    std::int32_t limit = int32_argument(fcinfo, 1, "p_limit");
+    std::int32_t window_seconds = int32_argument(fcinfo, 2, "p_window_seconds");
+    std::int32_t cost = int32_argument(fcinfo, 3, "p_cost");
+    std::vector<KeyLimit> keys{
+        key_limit(key, limit, window_seconds, "p_limit", "p_window_seconds")};
+    require_positive("p_cost", cost);
+    if (cost > limit) {
+        throw ArgumentError::invalid("p_cost", "must not exceed p_limit (" + std::to_string(limit) +
+                                                   "), got " + std::to_string(cost));
+    }
+    KeysDecision decision = decide_keys(fcinfo, keys, cost);
+    const BucketDecision& d = decision.per_key[0];
+    Datum values[] = {BoolGetDatum(d.allowed), int_datum(d.current), int_datum(d.retry_after_s)};
+    bool nulls[] = {false, false, false};
+    Datum result = 0;
+    call_postgres([&] { result = return_single_row(fcinfo, values, nulls); });
+    return result;
+}
+
+// "<prefix>:" followed by the SHA-256 of the text, in hex, computed in the database so that
+// raw IPs and emails are never stored.
+Datum hashed_key(const char* prefix, text* value) {
+    Datum key = 0;
+    call_postgres([&] {
+        bytea* digest = DatumGetByteaPP(DirectFunctionCall1(sha256_bytea, PointerGetDatum(value)));
+        const auto* bytes = reinterpret_cast<const unsigned char*>(VARDATA_ANY(digest));
+        std::size_t prefix_len = strlen(prefix);
+        std::size_t len = prefix_len + 1 + 2 * VARSIZE_ANY_EXHDR(digest);
+        text* out = static_cast<text*>(palloc(VARHDRSZ + len));
+        SET_VARSIZE(out, VARHDRSZ + len);
+        char* p = VARDATA(out);
+        memcpy(p, prefix, prefix_len);
+        p[prefix_len] = ':';
+        p += prefix_len + 1;
+        static const char kHex[] = "0123456789abcdef";
+        for (std::size_t i = 0; i < VARSIZE_ANY_EXHDR(digest); ++i) {
+            *p++ = kHex[bytes[i] >> 4];
+            *p++ = kHex[bytes[i] & 15];
+        }
+        key = PointerGetDatum(out);
+    });
+    return key;
+}
+
+// check_rate_limit_tiers(p_ip, p_email, <limits and windows of each tier>)
+//   RETURNS TABLE(allowed, denied_tier, retry_after, global_count, ip_count, email_count)
+// Seed 004's global -> IP -> email evaluation as one all-or-nothing decision.
+Datum check_rate_limit_tiers(FunctionCallInfo fcinfo) {
+    Datum ip = key_argument(fcinfo, 0, "p_ip");
+    Datum email = key_argument(fcinfo, 1, "p_email");
+    std::int32_t limits[3];
+    std::int32_t windows[3];
+    const char* limit_names[] = {"p_global_limit", "p_ip_limit", "p_email_limit"};
+    const char* window_names[] = {"p_global_window_seconds", "p_ip_window_seconds",
+                                  "p_email_window_seconds"};
+    for (int t = 0; t < 3; ++t) {
+        limits[t] = int32_argument(fcinfo, 2 + 2 * t, limit_names[t]);
+        windows[t] = int32_argument(fcinfo, 3 + 2 * t, window_names[t]);
+    }
+    Datum global_key = 0;
+    Datum normalized_ip = 0;
+    Datum normalized_email = 0;
+    call_postgres([&] {
+        global_key = PointerGetDatum(cstring_to_text("global"));
+        normalized_ip = DirectFunctionCall1(btrim1, ip);
+        normalized_email = DirectFunctionCall1Coll(lower, DEFAULT_COLLATION_OID,
+                                                   DirectFunctionCall1(btrim1, email));
+    });
+    std::vector<KeyLimit> keys{
+        key_limit(global_key, limits[0], windows[0], limit_names[0], window_names[0]),
+        key_limit(hashed_key("ip", DatumGetTextPP(normalized_ip)), limits[1], windows[1],
+                  limit_names[1], window_names[1]),
+        key_limit(hashed_key("email", DatumGetTextPP(normalized_email)), limits[2], windows[2],
+                  limit_names[2], window_names[2])};
+    KeysDecision decision = decide_keys(fcinfo, keys, 1);
+
+    static const char* const kTierNames[] = {"global", "ip", "email"};
+    Datum values[6] = {
+        BoolGetDatum(decision.denied < 0),      0,
+        int_datum(decision.retry_after_s),      int_datum(decision.per_key[0].current),
+        int_datum(decision.per_key[1].current), int_datum(decision.per_key[2].current)};
+    bool nulls[6] = {false, decision.denied < 0, false, false, false, false};
+    Datum result = 0;
+    call_postgres([&] {
+        if (decision.denied >= 0) {
+            values[1] = PointerGetDatum(cstring_to_text(kTierNames[decision.denied]));
+        }
+        result = return_single_row(fcinfo, values, nulls);
+    });
+    return result;
+}
+
+}  // namespace
+
+}  // namespace ratelimit::pg
+
+RATELIMIT_SQL_FUNCTION(rl_check_rate_limit_buckets, ratelimit::pg::check_rate_limit_buckets)
+RATELIMIT_SQL_FUNCTION(rl_check_rate_limit_tiers, ratelimit::pg::check_rate_limit_tiers)

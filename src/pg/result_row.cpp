@@ -1,0 +1,27 @@
+#include "pg/result_row.hpp"
+
+namespace ratelimit::pg {
+
+Datum return_single_row(FunctionCallInfo fcinfo, Datum* values, bool* nulls) {
+    auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) ||
+        (rsinfo->allowedModes & SFRM_Materialize) == 0) {
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("set-valued function called in context that cannot accept a set")));
+    }
+    TupleDesc tupdesc = nullptr;
+    if (get_call_result_type(fcinfo, nullptr, &tupdesc) != TYPEFUNC_COMPOSITE) {
+        elog(ERROR, "ratelimit: return type must be a row type");
+    }
+    MemoryContext caller_context = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+    tupdesc = CreateTupleDescCopy(tupdesc);
+    Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
+    tuplestore_putvalues(store, tupdesc, values, nulls);
+    MemoryContextSwitchTo(caller_context);
+    rsinfo->returnMode = SFRM_Materialize;
+    rsinfo->setResult = store;
+    rsinfo->setDesc = tupdesc;
+    return static_cast<Datum>(0);
+}
+
+}  // namespace ratelimit::pg
