@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test suite: formatting, core unit tests, pg_regress, pgTAP (pg_prove) and the concurrency
-# tests, against a throwaway cluster that is stopped at the end, also when a suite fails.
+# Runs every test suite: formatting, core unit tests, pg_regress, pgTAP (pg_prove), the
+# concurrency tests and the pg_cron cleanup jobs, against a throwaway cluster that is stopped
+# at the end, also when a suite fails.
 # This is the README's test command and what CI runs. Run as root from the repository root
 # (it installs missing packages and the built extension).
 set -euo pipefail
@@ -12,7 +13,9 @@ make -s install >/dev/null
 make -s test/unit/core_unit_tests test/concurrency/concurrency_tests
 
 source scripts/cluster.sh
-cluster_start "shared_preload_libraries = 'pg_cron'" "cron.database_name = 'postgres'" "fsync = off"
+# pg_cron runs its jobs in background workers in the postgres database (test/cron/).
+cluster_start "shared_preload_libraries = 'pg_cron'" "cron.database_name = 'postgres'" \
+    "cron.use_background_workers = on" "max_worker_processes = 16" "fsync = off"
 
 passed=0
 failed=0
@@ -47,6 +50,10 @@ pgtap() {
     return $status
 }
 
+cron() {
+    PGDATABASE=postgres pg_prove --ext .sql test/cron/
+}
+
 concurrency() {
     psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE ratelimit_concurrency" >/dev/null
     local status=0
@@ -60,6 +67,7 @@ run_suite "core unit tests (GoogleTest)" test/unit/core_unit_tests
 run_suite "pg_regress" regress
 run_suite "pgTAP (pg_prove)" pgtap
 run_suite "concurrency (libpq, real connections)" concurrency
+run_suite "pg_cron cleanup jobs (pg_prove)" cron
 
 echo
 if [ "$failed" -gt 0 ]; then

@@ -1,0 +1,79 @@
+-- Cleanup scheduling against the real pg_cron (preloaded by test/run.sh, whose
+-- cron.database_name is this database, postgres). Not wrapped in a transaction: the schedule
+-- and the counters must be committed for pg_cron's job runners to see them.
+\set ON_ERROR_STOP 1
+\set QUIET 1
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION IF NOT EXISTS pg_cron;
+DROP EXTENSION IF EXISTS ratelimit CASCADE;
+CREATE EXTENSION ratelimit;
+
+SELECT plan(12);
+
+-- Counters whose windows ended long ago (test clock in 2020), and live ones (real clock).
+\o /dev/null
+SET ratelimit.test_clock = '2020-01-01 00:00:00+00';
+SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'old', 5, 1);
+SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'old', 5, 60);
+SELECT * FROM check_rate_limit('old', 5, 60, 1);
+RESET ratelimit.test_clock;
+SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'live', 5, 1440);
+SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'live', 5, 86400);
+SELECT * FROM check_rate_limit('live', 5, 3600, 1);
+\o
+
+SELECT is((SELECT count(*)::integer FROM ratelimit.schedule_cleanup('* * * * *')), 3,
+          'schedule_cleanup schedules three jobs');
+SELECT set_eq($$SELECT jobname, command FROM cron.job WHERE jobname LIKE 'ratelimit-%'$$,
+              $$VALUES ('ratelimit-cleanup-rpc-rate-limits', 'SELECT public.cleanup_rpc_rate_limits()'),
+                       ('ratelimit-cleanup-expired-rate-limits', 'SELECT public.cleanup_expired_rate_limits()'),
+                       ('ratelimit-cleanup-old-rate-limit-buckets', 'SELECT public.cleanup_old_rate_limit_buckets()')$$,
+              'the jobs call the cleanup functions of the extension''s schema');
+SELECT is((SELECT count(*)::integer FROM ratelimit.schedule_cleanup('* * * * *')), 3,
+          'scheduling again updates the jobs');
+SELECT is((SELECT count(*)::integer FROM cron.job WHERE jobname LIKE 'ratelimit-%'), 3,
+          'and does not duplicate them');
+
+-- pg_cron starts jobs on minute boundaries: wait (at most 150 s) until every job has run.
+DO $$
+DECLARE
+    deadline timestamptz := clock_timestamp() + interval '150 seconds';
+BEGIN
+    LOOP
+        EXIT WHEN (SELECT count(DISTINCT d.jobid) FROM cron.job_run_details d
+                   JOIN cron.job j USING (jobid)
+                   WHERE j.jobname LIKE 'ratelimit-%' AND d.status IN ('succeeded', 'failed')) = 3
+               OR clock_timestamp() > deadline;
+        PERFORM pg_sleep(1);
+    END LOOP;
+END
+$$;
+
+SELECT is((SELECT count(DISTINCT d.jobid)::integer FROM cron.job_run_details d
+           JOIN cron.job j USING (jobid)
+           WHERE j.jobname LIKE 'ratelimit-%' AND d.status = 'succeeded'), 3,
+          'every cleanup job ran and succeeded');
+SELECT is((SELECT count(*)::integer FROM rpc_rate_limits WHERE rpc_name = 'old'), 0,
+          'expired rpc_rate_limits rows deleted');
+SELECT is((SELECT count(*)::integer FROM rate_limits WHERE endpoint = 'old'), 0,
+          'expired rate_limits windows deleted');
+SELECT is((SELECT count(*)::integer FROM rate_limit_buckets WHERE key = 'old'), 0,
+          'old buckets deleted');
+SELECT is((SELECT count(*)::integer FROM rpc_rate_limits WHERE rpc_name = 'live')
+          + (SELECT count(*)::integer FROM rate_limits WHERE endpoint = 'live')
+          + (SELECT count(*)::integer FROM rate_limit_buckets WHERE key = 'live'), 3,
+          'rows that still count are kept');
+
+SELECT is(ratelimit.unschedule_cleanup(), 3, 'unschedule_cleanup removes the three jobs');
+SELECT is((SELECT count(*)::integer FROM cron.job WHERE jobname LIKE 'ratelimit-%'), 0,
+          'no job is left');
+
+-- Where pg_cron is not installed the helper says so.
+DROP EXTENSION pg_cron;
+SELECT throws_ok('SELECT * FROM ratelimit.schedule_cleanup()', '55000',
+                 'pg_cron is not installed in database postgres',
+                 'schedule_cleanup explains that pg_cron is missing');
+
+SELECT * FROM finish();
+DROP EXTENSION ratelimit;
