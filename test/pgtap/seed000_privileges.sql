@@ -26,7 +26,9 @@ SELECT is_definer('public', 'check_rate_limit_for_user', ARRAY['uuid', 'text', '
 SELECT is_definer('public', 'cleanup_rpc_rate_limits', ARRAY['interval']);
 SELECT is(
     (SELECT count(*)::integer FROM pg_proc
-     WHERE proname IN ('check_rate_limit', 'check_rate_limit_for_user', 'cleanup_rpc_rate_limits')
+     WHERE oid IN ('public.check_rate_limit(text, integer, integer)'::regprocedure,
+                   'public.check_rate_limit_for_user(uuid, text, integer, integer)'::regprocedure,
+                   'public.cleanup_rpc_rate_limits(interval)'::regprocedure)
        AND proconfig = ARRAY['search_path=pg_catalog, pg_temp']),
     3, 'all three pin search_path to pg_catalog, pg_temp');
 
