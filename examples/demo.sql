@@ -43,5 +43,25 @@ SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 20, p_wind
 RESET request.jwt.claims;
 
 \echo
-\echo '== Stats: every counter row'
-SELECT rpc_name, count(*) AS users, sum(call_count) AS calls FROM rpc_rate_limits GROUP BY rpc_name ORDER BY rpc_name;
+\echo '== Seed 002: increment_rate_limit, 50 tasks per hour in batches (denied batches count too)'
+SELECT n AS batch, increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 20) AS result
+FROM generate_series(1, 3) AS n;
+
+\echo
+\echo '== Seed 004: sliding window, 3 per minute per key; a denied call changes nothing'
+SELECT 1 AS call, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60)
+UNION ALL SELECT 2, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60)
+UNION ALL SELECT 3, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60)
+UNION ALL SELECT 4, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60);
+
+\echo
+\echo '== Seed 004 tiers (global 1000/min, IP 5/min, email 3/hour): the 4th request for one email is denied, no tier charged'
+SELECT n AS request, r.* FROM generate_series(1, 4) AS n,
+       LATERAL check_rate_limit_tiers('203.0.113.' || n,
+                                      CASE WHEN n % 2 = 0 THEN 'Alice@Example.com' ELSE 'alice@example.com' END) AS r;
+
+\echo
+\echo '== Stats: counters per table'
+SELECT 'rpc_rate_limits' AS "table", count(*) AS rows, sum(call_count) AS counted FROM rpc_rate_limits
+UNION ALL SELECT 'rate_limits', count(*), sum(counter) FROM rate_limits
+UNION ALL SELECT 'rate_limit_buckets', count(*), sum(count) FROM rate_limit_buckets;

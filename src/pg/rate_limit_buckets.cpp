@@ -140,6 +140,12 @@ KeysDecision decide_keys(FunctionCallInfo fcinfo, const std::vector<KeyLimit>& k
         }
         decision.per_key.push_back(d);
     }
+    if (decision.denied >= 0) {
+        // Nothing is charged: keys that would have allowed report their count without this call.
+        for (BucketDecision& d : decision.per_key) {
+            if (d.allowed) d.current -= cost;
+        }
+    }
 
     call_postgres([&] {
         if (decision.denied < 0) {
