@@ -14,6 +14,7 @@ PG_OBJS = \
 	src/pg/arguments.o \
 	src/pg/clock.o \
 	src/pg/guard.o \
+	src/pg/jwt_caller.o \
 	src/pg/module.o \
 	src/pg/rate_limit_buckets.o \
 	src/pg/rate_limits.o \
@@ -31,7 +32,7 @@ DATA = sql/$(EXTENSION)--$(BASE_VERSION).sql $(wildcard sql/$(EXTENSION)--*--*.s
 DATA_built = build/$(EXTENSION)--$(EXTVERSION).sql
 
 # pg_regress: sql/<name>.sql against expected/<name>.out.
-REGRESS = seed000_check_rate_limit error_guard test_clock seed002_increment_rate_limit \
+REGRESS = regress_setup seed000_check_rate_limit error_guard test_clock seed002_increment_rate_limit \
 	seed004_check_rate_limit upgrade
 
 WARNINGS = -Wall -Wextra -Werror -Wno-register

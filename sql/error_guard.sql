@@ -12,27 +12,17 @@ SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
 WHERE conrelid = 'rpc_rate_limits'::regclass AND contype = 'f';
 
 \set VERBOSITY terse
--- Runs a statement and reports its SQLSTATE and message instead of failing the script.
-CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE statement;
-    RETURN 'no error';
-EXCEPTION WHEN others THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
 SET ratelimit.test_clock = '2026-03-01 10:00:00+00';
 
 -- The core throws (bad argument): 22023, then the same session goes on.
 SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'x', 0, 1);
-SELECT pg_temp.error_of($$SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'x', 0, 1)$$);
+SELECT error_of($$SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'x', 0, 1)$$);
 SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'x', 1, 1);
 
 -- PostgreSQL raises inside the SPI call (foreign key violation, 23503): the original error
 -- comes through unchanged, and the next call works.
 SELECT check_rate_limit_for_user('e4000000-0000-4000-8000-000000000005', 'x', 1, 1);
-SELECT pg_temp.error_of($$SELECT check_rate_limit_for_user('e4000000-0000-4000-8000-000000000005', 'x', 1, 1)$$);
+SELECT error_of($$SELECT check_rate_limit_for_user('e4000000-0000-4000-8000-000000000005', 'x', 1, 1)$$);
 SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'x', 1, 1);
 
 -- Inside a transaction the failed call aborts it, as any ERROR does; a savepoint recovers.
@@ -49,7 +39,7 @@ ALTER TABLE rpc_rate_limits ADD CONSTRAINT at_most_two CHECK (call_count <= 2);
 SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'z', 5, 1);
 SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'z', 5, 1);
 SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'z', 5, 1);
-SELECT pg_temp.error_of($$SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'z', 5, 1)$$);
+SELECT error_of($$SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'z', 5, 1)$$);
 SELECT rpc_name, call_count FROM rpc_rate_limits ORDER BY rpc_name;
 ALTER TABLE rpc_rate_limits DROP CONSTRAINT at_most_two;
 SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'z', 5, 1);

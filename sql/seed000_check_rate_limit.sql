@@ -3,17 +3,6 @@
 SET timezone = 'UTC';
 CREATE EXTENSION ratelimit;
 
--- Runs a statement and reports its SQLSTATE and message instead of failing the script.
-CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE statement;
-    RETURN 'no error';
-EXCEPTION WHEN others THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
-
 SET ratelimit.test_clock = '2026-03-01 10:00:00+00';
 SET request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
@@ -75,32 +64,32 @@ SELECT check_rate_limit_for_user(p_user_id => 'c2000000-0000-4000-8000-000000000
 -- Bad input: a clear error naming the argument, and nothing written.
 SET request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}';
 SELECT count(*) AS rows_before, sum(call_count) AS calls_before FROM rpc_rate_limits;
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => NULL, p_max_calls => 10, p_window_minutes => 1)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => '', p_max_calls => 10, p_window_minutes => 1)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => repeat('k', 257), p_max_calls => 10, p_window_minutes => 1)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => NULL, p_window_minutes => 1)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 0, p_window_minutes => 1)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => -5, p_window_minutes => 1)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => NULL)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 0)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => -1)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 525601)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 2147483647)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit_for_user(NULL, 'x', 10, 1)$$);
-SELECT pg_temp.error_of($$SELECT check_rate_limit_for_user('not a uuid', 'x', 10, 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => NULL, p_max_calls => 10, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => '', p_max_calls => 10, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => repeat('k', 257), p_max_calls => 10, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => NULL, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 0, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => -5, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => NULL)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 0)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => -1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 525601)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 2147483647)$$);
+SELECT error_of($$SELECT check_rate_limit_for_user(NULL, 'x', 10, 1)$$);
+SELECT error_of($$SELECT check_rate_limit_for_user('not a uuid', 'x', 10, 1)$$);
 -- A malformed identity is an error, not an anonymous allow.
 SET request.jwt.claims = '{"sub":"not-a-uuid"}';
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 1)$$);
 SET request.jwt.claims = '{"sub":12345}';
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 1)$$);
 SET request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"';
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 1)$$);
 SET request.jwt.claim.sub = 'a0eebc99; DROP TABLE rpc_rate_limits; --';
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 10, p_window_minutes => 1)$$);
 RESET request.jwt.claim.sub;
 RESET request.jwt.claims;
 -- Bad input is refused even for anonymous callers.
-SELECT pg_temp.error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 0, p_window_minutes => 1)$$);
+SELECT error_of($$SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 0, p_window_minutes => 1)$$);
 SELECT count(*) AS rows_after, sum(call_count) AS calls_after FROM rpc_rate_limits;
 
 -- Keys are data: quotes and SQL in an rpc name are stored as they are.
@@ -122,8 +111,8 @@ SELECT cleanup_rpc_rate_limits() AS deleted_default_48_hours;
 SELECT rpc_name FROM rpc_rate_limits ORDER BY rpc_name;
 SELECT cleanup_rpc_rate_limits(interval '0') AS deleted_all_expired;
 SELECT rpc_name, call_count FROM rpc_rate_limits ORDER BY rpc_name;
-SELECT pg_temp.error_of($$SELECT cleanup_rpc_rate_limits(NULL)$$);
-SELECT pg_temp.error_of($$SELECT cleanup_rpc_rate_limits(interval '-1 hour')$$);
+SELECT error_of($$SELECT cleanup_rpc_rate_limits(NULL)$$);
+SELECT error_of($$SELECT cleanup_rpc_rate_limits(interval '-1 hour')$$);
 
 RESET ratelimit.test_clock;
 DROP EXTENSION ratelimit;

@@ -3,16 +3,6 @@
 SET timezone = 'UTC';
 CREATE EXTENSION ratelimit;
 
-CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE statement;
-    RETURN 'no error';
-EXCEPTION WHEN others THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
-
 -- Seed 002's batch example: tasks, 50 per hour, incremented by the batch size.
 SET ratelimit.test_clock = '2025-10-28 07:01:00+00';
 SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 20);
@@ -50,24 +40,24 @@ SELECT window_start, expires_at FROM rate_limits WHERE endpoint = 'short';
 
 -- An authenticated caller may only spend its own quota.
 SET request.jwt.claims = '{"sub":"b1ffcd00-0000-4000-8000-000000000002","role":"authenticated"}';
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'posts', 5, 3600)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'posts', 5, 3600)$$);
 SELECT increment_rate_limit('b1ffcd00-0000-4000-8000-000000000002', 'posts', 5, 3600) ->> 'allowed' AS own_quota;
 RESET request.jwt.claims;
 
 -- Bad input: a clear error naming the argument, nothing written.
 SELECT count(*) AS rows_before, sum(counter) AS counted_before FROM rate_limits;
-SELECT pg_temp.error_of($$SELECT increment_rate_limit(NULL, 'tasks', 50, 3600)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', NULL, 50, 3600)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '', 50, 3600)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', NULL, 3600)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 0, 3600)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 0)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 31536001)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 0)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, -3)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, NULL)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 2147483648, 3600)$$);
-SELECT pg_temp.error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 2147483648)$$);
+SELECT error_of($$SELECT increment_rate_limit(NULL, 'tasks', 50, 3600)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', NULL, 50, 3600)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '', 50, 3600)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', NULL, 3600)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 0, 3600)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 0)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 31536001)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 0)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, -3)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, NULL)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 2147483648, 3600)$$);
+SELECT error_of($$SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 2147483648)$$);
 SELECT count(*) AS rows_after, sum(counter) AS counted_after FROM rate_limits;
 
 -- The largest increments saturate the counter instead of overflowing it, and a saturated

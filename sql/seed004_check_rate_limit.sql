@@ -3,16 +3,6 @@
 SET timezone = 'UTC';
 CREATE EXTENSION ratelimit;
 
-CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text
-LANGUAGE plpgsql AS $$
-BEGIN
-    EXECUTE statement;
-    RETURN 'no error';
-EXCEPTION WHEN others THEN
-    RETURN SQLSTATE || ': ' || SQLERRM;
-END
-$$;
-
 -- Seed 004's call forms. Named, as supabase.rpc('check_rate_limit', {...}) sends it:
 SET ratelimit.test_clock = '2025-10-28 12:00:45+00';
 SELECT * FROM check_rate_limit(p_key => 'ip:a1b2c3', p_limit => 5, p_window_seconds => 60);
@@ -20,7 +10,7 @@ SELECT * FROM check_rate_limit(p_key => 'ip:a1b2c3', p_limit => 5, p_window_seco
 -- positional form names the fourth argument, the cost (1).
 SELECT * FROM check_rate_limit('ip:a1b2c3', 5, 60, 1);
 -- The three-argument positional form is ambiguous between the two seeds, by design.
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('ip:a1b2c3', 5, 60)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('ip:a1b2c3', 5, 60)$$);
 
 -- A limit of 5 in 60 s: calls at 45 s, 45 s, 50 s, 55 s, 59 s; the 6th is denied, changes
 -- nothing, and waits for the oldest bucket (12:00:45) to leave the window at 12:01:45.
@@ -74,25 +64,25 @@ SELECT * FROM check_rate_limit_tiers('198.51.100.2', 'bob@example.com', p_global
 
 -- Bad input: a clear error naming the argument, nothing written.
 SELECT count(*) AS buckets_before, sum(count) AS counted_before FROM rate_limit_buckets;
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit(NULL::text, 5, 60, 1)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('', 5, 60, 1)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit(repeat('k', 300), 5, 60, 1)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('k', 0, 60, 1)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('k', NULL, 60, 1)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('k', 5, 0, 1)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('k', 5, 31536001, 1)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('k', 5, 60, 0)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('k', 5, 60, 6)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('k', 2147483648, 60, 1)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit_tiers(NULL, 'a@b.c')$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit_tiers('1.2.3.4', '')$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit_tiers('1.2.3.4', 'a@b.c', p_ip_limit => -1)$$);
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit_tiers('1.2.3.4', 'a@b.c', p_email_window_seconds => 0)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit(NULL::text, 5, 60, 1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('', 5, 60, 1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit(repeat('k', 300), 5, 60, 1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('k', 0, 60, 1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('k', NULL, 60, 1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 0, 1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 31536001, 1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 60, 0)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 60, 6)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('k', 2147483648, 60, 1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit_tiers(NULL, 'a@b.c')$$);
+SELECT error_of($$SELECT * FROM check_rate_limit_tiers('1.2.3.4', '')$$);
+SELECT error_of($$SELECT * FROM check_rate_limit_tiers('1.2.3.4', 'a@b.c', p_ip_limit => -1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit_tiers('1.2.3.4', 'a@b.c', p_email_window_seconds => 0)$$);
 SELECT count(*) AS buckets_after, sum(count) AS counted_after FROM rate_limit_buckets;
 
 -- Exactness needs READ COMMITTED: other levels are refused, not silently inexact.
 BEGIN ISOLATION LEVEL REPEATABLE READ;
-SELECT pg_temp.error_of($$SELECT * FROM check_rate_limit('k', 5, 60, 1)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 60, 1)$$);
 COMMIT;
 
 -- Cleanup keeps every bucket that still counts for the longest window in use (3600 s here).

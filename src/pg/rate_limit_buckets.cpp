@@ -143,7 +143,8 @@ KeysDecision decide_keys(FunctionCallInfo fcinfo, const std::vector<KeyLimit>& k
     if (decision.denied >= 0) {
         // Nothing is charged: keys that would have allowed report their count without this call.
         for (BucketDecision& d : decision.per_key) {
-            if (d.allowed) d.current -= cost;
+            if (d.allowed)
+                d.current -= cost;
         }
     }
 

@@ -7,6 +7,7 @@
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
+#include "pg/jwt_caller.hpp"
 #include "pg/spi_statement.hpp"
 #include "ratelimit/aligned_window.hpp"
 #include "ratelimit/error.hpp"
@@ -36,13 +37,7 @@ SpiStatement increment_statement(kIncrementSql, 6, kIncrementTypes);
 // An authenticated caller (a JWT with a sub) may only spend its own quota; trusted callers
 // (service_role, server code: no sub) may name any user.
 void require_own_quota(const pg_uuid_t* user_id) {
-    const char* claim_sub = nullptr;
-    const char* claims = nullptr;
-    call_postgres([&] {
-        claim_sub = GetConfigOption("request.jwt.claim.sub", true, false);
-        claims = GetConfigOption("request.jwt.claims", true, false);
-    });
-    std::optional<Uuid> caller = resolve_caller(claim_sub, claims);
+    std::optional<Uuid> caller = jwt_caller();
     if (caller && !std::equal(caller->begin(), caller->end(), user_id->data)) {
         throw ArgumentError::not_allowed("p_user_id", "must be the caller's own id (the JWT sub)");
     }

@@ -7,6 +7,7 @@
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
+#include "pg/jwt_caller.hpp"
 #include "pg/spi_statement.hpp"
 #include "ratelimit/identity.hpp"
 #include "ratelimit/rolling_window.hpp"
@@ -84,13 +85,7 @@ bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& ar
 // an anonymous caller is allowed without being counted (the seed's fail-open).
 Datum check_rate_limit(FunctionCallInfo fcinfo) {
     CallArguments args = read_call_arguments(fcinfo, 0);
-    const char* claim_sub = nullptr;
-    const char* claims = nullptr;
-    call_postgres([&] {
-        claim_sub = GetConfigOption("request.jwt.claim.sub", true, false);
-        claims = GetConfigOption("request.jwt.claims", true, false);
-    });
-    std::optional<Uuid> caller = resolve_caller(claim_sub, claims);
+    std::optional<Uuid> caller = jwt_caller();
     if (!caller) {
         return BoolGetDatum(true);
     }
