@@ -203,10 +203,10 @@ Datum check_rate_limit_buckets(FunctionCallInfo fcinfo) {
 
 // "<prefix>:" followed by the SHA-256 of the text, in hex, computed in the database so that
 // raw IPs and emails are never stored.
-Datum hashed_key(const char* prefix, text* value) {
+Datum hashed_key(const char* prefix, Datum value) {
     Datum key = 0;
     call_postgres([&] {
-        bytea* digest = DatumGetByteaPP(DirectFunctionCall1(sha256_bytea, PointerGetDatum(value)));
+        bytea* digest = DatumGetByteaPP(DirectFunctionCall1(sha256_bytea, value));
         const auto* bytes = reinterpret_cast<const unsigned char*>(VARDATA_ANY(digest));
         std::size_t prefix_len = strlen(prefix);
         std::size_t len = prefix_len + 1 + 2 * VARSIZE_ANY_EXHDR(digest);
@@ -252,10 +252,10 @@ Datum check_rate_limit_tiers(FunctionCallInfo fcinfo) {
     });
     std::vector<KeyLimit> keys{
         key_limit(global_key, limits[0], windows[0], limit_names[0], window_names[0]),
-        key_limit(hashed_key("ip", DatumGetTextPP(normalized_ip)), limits[1], windows[1],
-                  limit_names[1], window_names[1]),
-        key_limit(hashed_key("email", DatumGetTextPP(normalized_email)), limits[2], windows[2],
-                  limit_names[2], window_names[2])};
+        key_limit(hashed_key("ip", normalized_ip), limits[1], windows[1], limit_names[1],
+                  window_names[1]),
+        key_limit(hashed_key("email", normalized_email), limits[2], windows[2], limit_names[2],
+                  window_names[2])};
     KeysDecision decision = decide_keys(fcinfo, keys, 1);
 
     static const char* const kTierNames[] = {"global", "ip", "email"};
