@@ -1,15 +1,8 @@
--- Who may do what with seed 000's surface, shaped like a Supabase project: anon and
--- authenticated (API roles), service_role (trusted server code), and a plain app role.
+-- Who may do what with seed 000's surface, on Supabase-shaped roles (supabase_roles.psql):
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
-CREATE ROLE anon NOLOGIN;
-CREATE ROLE authenticated NOLOGIN;
-CREATE ROLE service_role NOLOGIN;
-CREATE ROLE app_user NOLOGIN;
--- Supabase hands every new table and function in public to its API roles.
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO anon, authenticated, service_role;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON FUNCTIONS TO anon, authenticated, service_role;
+\ir supabase_roles.psql
 
 CREATE EXTENSION ratelimit;
 

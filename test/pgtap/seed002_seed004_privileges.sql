@@ -2,12 +2,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
-CREATE ROLE anon NOLOGIN;
-CREATE ROLE authenticated NOLOGIN;
-CREATE ROLE service_role NOLOGIN;
-CREATE ROLE app_user NOLOGIN;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON TABLES TO anon, authenticated, service_role;
-ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT ALL ON FUNCTIONS TO anon, authenticated, service_role;
+\ir supabase_roles.psql
 
 CREATE EXTENSION ratelimit;
 
