@@ -1,4 +1,4 @@
--- Who may do what with seed 000's surface, on Supabase-shaped roles (supabase_roles.psql):
+-- Who may do what with seed 000's surface, on Supabase-shaped roles (supabase_roles.psql).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
