@@ -24,4 +24,9 @@ void require_positive(const std::string& argument, std::int64_t value);
 // Returns the window in microseconds.
 Micros window_length(const std::string& argument, std::int64_t count, Micros unit);
 
+// A span given as an SQL interval (months, days, microseconds): months are refused because
+// their length varies; the total must be > 0 and at most kMaxWindow. Returns microseconds.
+Micros interval_length(const std::string& argument, std::int32_t months, std::int32_t days,
+                       std::int64_t micros);
+
 }  // namespace ratelimit

@@ -32,4 +32,22 @@ Micros window_length(const std::string& argument, std::int64_t count, Micros uni
     return length;
 }
 
+Micros interval_length(const std::string& argument, std::int32_t months, std::int32_t days,
+                       std::int64_t micros) {
+    if (months != 0) {
+        throw ArgumentError::invalid(
+            argument, "must not use months or years, whose length varies (use days)");
+    }
+    Micros day_part = 0;
+    Micros total = 0;
+    if (!checked_mul(days, kMicrosPerDay, &day_part) || !checked_add(day_part, micros, &total) ||
+        total > kMaxWindow) {
+        throw ArgumentError::invalid(argument, "must be at most 365 days");
+    }
+    if (total <= 0) {
+        throw ArgumentError::invalid(argument, "must be greater than zero");
+    }
+    return total;
+}
+
 }  // namespace ratelimit

@@ -34,4 +34,17 @@ Datum uuid_argument(FunctionCallInfo fcinfo, int index, const char* name) {
     return PG_GETARG_DATUM(index);
 }
 
+std::string_view name_argument(FunctionCallInfo fcinfo, int index, const char* name) {
+    require_not_null(fcinfo, index, name);
+    text* value = nullptr;
+    call_postgres([&] { value = PG_GETARG_TEXT_PP(index); });
+    return std::string_view(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
+}
+
+Micros interval_argument(FunctionCallInfo fcinfo, int index, const char* name) {
+    require_not_null(fcinfo, index, name);
+    const Interval* span = PG_GETARG_INTERVAL_P(index);
+    return interval_length(name, span->month, span->day, span->time);
+}
+
 }  // namespace ratelimit::pg

@@ -1,0 +1,143 @@
+// The six algorithms of the native API. Each has one small state and one decision function,
+// in exact integer arithmetic on microseconds; products that could exceed 64 bits are done in
+// 128 bits. N is the limit, P the period, B the burst (token bucket and GCRA; B = N unless
+// given), c the cost of a call.
+//
+// Time that goes backwards is treated as time standing still: every algorithm decides at
+// max(now, the latest instant its state has seen), so a clock stepping back never grants more
+// than a clock that stopped. Retry-after and reset-after are measured from the real `now`, so
+// they stay true when the clock steps back.
+//
+// Guarantees (checked against brute-force models in test/unit/algorithms_test.cpp):
+//  fixed_window            at most N units in each epoch-aligned window [kP, (k+1)P).
+//  rolling_window          at most N units in each window, which opens at the first call after
+//                          the previous one closed and lasts P (so at most 2N in any span P).
+//  sliding_window          at most N units in any span of length P (exact; stores one entry per
+//                          distinct instant with allowed units, at most N entries).
+//  sliding_window_counter  at most N units in each aligned window, and the previous window's
+//                          units weighted by the part of it still inside the sliding span, plus
+//                          the current window's, never exceed N (at most 2N in any span P).
+//  token_bucket            at most B + floor(N·d/P) units in any span of length d: a bucket of B
+//                          tokens refilled continuously at N per P.
+//  gcra                    the same decisions as the token bucket with the same N, P and B,
+//                          kept as one theoretical arrival time instead of tokens and a clock.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "ratelimit/time.hpp"
+
+namespace ratelimit {
+
+// Stored as a smallint: the numbers are part of the on-disk format and never change.
+enum class Algorithm : std::int16_t {
+    kNone = 0,  // a key with no algorithm state (fresh, or only blocked)
+    kFixedWindow = 1,
+    kRollingWindow = 2,
+    kSlidingWindow = 3,
+    kSlidingWindowCounter = 4,
+    kTokenBucket = 5,
+    kGcra = 6,
+};
+
+// The SQL spelling: fixed_window, rolling_window, sliding_window, sliding_window_counter,
+// token_bucket, gcra.
+const char* algorithm_name(Algorithm algorithm) noexcept;
+
+// Throws ArgumentError (22023, naming `argument`) for an unknown name.
+Algorithm parse_algorithm(const char* argument, std::string_view name);
+
+// The instants the clock may read: from the Unix epoch to the year 10000. Bounding now keeps
+// every instant the algorithms compute (now + a few periods) far from overflow.
+constexpr Micros kMaxInstant = 253402300800LL * kMicrosPerSecond;
+
+// Periods are at least a millisecond (decisions report milliseconds) and at most kMaxWindow.
+constexpr Micros kMinPeriod = 1000;
+
+struct Limit {
+    Algorithm algorithm = Algorithm::kFixedWindow;
+    std::int64_t limit = 1;  // N >= 1
+    Micros period = 0;       // P, kMinPeriod..kMaxWindow
+    std::int64_t burst = 1;  // B >= 1; token_bucket and gcra only (callers pass N otherwise)
+};
+
+// Throws ArgumentError naming the argument (p_limit, p_period, p_burst) unless `limit` is
+// within the ranges above and its burst is used only by the bucket algorithms.
+void require_valid_limit(const Limit& limit);
+
+// A checked Limit from the SQL arguments; `burst` is empty when not given (B = N).
+Limit make_limit(Algorithm algorithm, std::int64_t limit, Micros period,
+                 std::optional<std::int64_t> burst);
+
+// Throws ArgumentError (p_cost) unless 0 <= cost and a call of `cost` could ever be allowed
+// (cost <= N, or <= B for the bucket algorithms).
+void require_valid_cost(const Limit& limit, std::int64_t cost);
+
+// Throws ArgumentError (clock) unless 0 <= now <= kMaxInstant.
+void require_valid_instant(Micros now);
+
+// One distinct instant of the sliding window's log and the units allowed at it.
+struct LogEntry {
+    Micros at = 0;
+    std::int64_t units = 0;
+
+    bool operator==(const LogEntry& other) const noexcept {
+        return at == other.at && units == other.units;
+    }
+};
+
+// The state of one key, as the engines store it. Which fields an algorithm uses:
+//  fixed_window, rolling_window   instant = window start,        amount = units used
+//  sliding_window_counter         instant = current window start, amount = its units,
+//                                 carry = the previous window's units
+//  token_bucket                   instant = last refill,          amount = whole tokens,
+//                                 carry = fraction of a token, in 1/P
+//  gcra                           instant = theoretical arrival time (whole µs),
+//                                 carry = its fraction, in 1/N µs
+//  sliding_window                 log, oldest first
+// A state whose algorithm differs from the one asked for is read as fresh (its block stays).
+struct KeyState {
+    Algorithm algorithm = Algorithm::kNone;
+    Micros instant = 0;
+    std::int64_t amount = 0;
+    std::int64_t carry = 0;
+    std::vector<LogEntry> log;
+    Micros blocked_until = 0;  // denied while now < blocked_until; 0 = never blocked
+
+    bool operator==(const KeyState& other) const noexcept {
+        return algorithm == other.algorithm && instant == other.instant &&
+               amount == other.amount && carry == other.carry && log == other.log &&
+               blocked_until == other.blocked_until;
+    }
+    bool operator!=(const KeyState& other) const noexcept { return !(*this == other); }
+};
+
+struct Decision {
+    bool allowed = false;
+    std::int64_t limit = 0;      // N (B for the bucket algorithms): what a full key allows at once
+    std::int64_t remaining = 0;  // units a call could take right now, after this decision
+    Micros retry_after = 0;      // 0 when allowed; else the wait until this call would be allowed
+    Micros reset_after = 0;      // the wait until the key is back to its full allowance
+};
+
+// The three things a caller can do to a key under a limit. A denied consume changes nothing;
+// a peek never changes anything; a refund gives back up to `cost` units consumed earlier and
+// reports what a one-unit peek would say afterwards.
+enum class Action { kConsume, kPeek, kRefund };
+
+// Decides `action` for a call of `cost` at `now`, updating `state` in place. The arguments
+// must have passed the require_valid_* checks.
+Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t cost,
+                Action action);
+
+// Blocks the key until `until`; an earlier block is never shortened.
+void block_until(KeyState& state, Micros until) noexcept;
+
+// The instant from which `state` decides exactly like a fresh key (nothing counted, no block):
+// rows older than this can be deleted by cleanup without changing any decision.
+Micros idle_from(const Limit& limit, const KeyState& state);
+
+}  // namespace ratelimit

@@ -1,0 +1,457 @@
+#include "ratelimit/algorithms.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "ratelimit/error.hpp"
+#include "ratelimit/validation.hpp"
+
+namespace ratelimit {
+namespace {
+
+using Wide = __int128;
+
+// Floor division for a non-negative divisor (C++ division truncates toward zero).
+Micros floor_div(Micros value, Micros divisor) noexcept {
+    Micros quotient = value / divisor;
+    if (value % divisor != 0 && value < 0)
+        --quotient;
+    return quotient;
+}
+
+Wide ceil_div(Wide value, Wide divisor) noexcept {
+    Wide quotient = value / divisor;
+    if (value % divisor != 0 && value > 0)
+        ++quotient;
+    return quotient;
+}
+
+Micros window_start(Micros t, Micros period) noexcept {
+    return floor_div(t, period) * period;
+}
+
+// What one algorithm decided, before the block and the real clock are applied: instants are
+// absolute, in the algorithm's own (possibly clamped) time.
+struct Outcome {
+    bool allowed = false;
+    std::int64_t remaining = 0;
+    Micros retry_at = 0;  // meaningful only when denied
+    Micros reset_at = 0;
+};
+
+bool is_bucket(Algorithm algorithm) noexcept {
+    return algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kGcra;
+}
+
+// ---- fixed_window ---------------------------------------------------------------------------
+
+Outcome fixed_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action) {
+    const Micros t = std::max(now, s.instant);
+    const Micros w = window_start(t, l.period);
+    std::int64_t used = s.instant == w ? s.amount : 0;
+    Outcome out;
+    out.allowed = used + cost <= l.limit;
+    if (action == Action::kConsume && out.allowed && cost > 0) {
+        used += cost;
+        s.instant = w;
+        s.amount = used;
+    } else if (action == Action::kRefund) {
+        used = std::max<std::int64_t>(0, used - cost);
+        s.instant = w;
+        s.amount = used;
+    }
+    out.remaining = std::max<std::int64_t>(0, l.limit - used);
+    out.retry_at = w + l.period;
+    out.reset_at = used > 0 ? w + l.period : now;
+    return out;
+}
+
+// ---- rolling_window -------------------------------------------------------------------------
+
+Outcome rolling_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
+                       Action action) {
+    const Micros t = std::max(now, s.instant);
+    bool active = s.amount > 0 && t < s.instant + l.period;
+    std::int64_t used = active ? s.amount : 0;
+    Outcome out;
+    out.allowed = used + cost <= l.limit;
+    if (action == Action::kConsume && out.allowed && cost > 0) {
+        if (!active) {
+            s.instant = t;
+            active = true;
+        }
+        used += cost;
+        s.amount = used;
+    } else if (action == Action::kRefund && active) {
+        used = std::max<std::int64_t>(0, used - cost);
+        s.amount = used;
+        active = used > 0;
+    }
+    out.remaining = std::max<std::int64_t>(0, l.limit - used);
+    out.retry_at = s.instant + l.period;
+    out.reset_at = active ? s.instant + l.period : now;
+    return out;
+}
+
+// ---- sliding_window (exact log) -------------------------------------------------------------
+
+Outcome sliding_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
+                       Action action) {
+    const Micros t = s.log.empty() ? now : std::max(now, s.log.back().at);
+    // Entries at or before t - P no longer count.
+    const Micros cutoff = t - l.period;
+    auto first_counted = std::find_if(s.log.begin(), s.log.end(),
+                                      [cutoff](const LogEntry& e) { return e.at > cutoff; });
+    std::int64_t used = 0;
+    for (auto it = first_counted; it != s.log.end(); ++it)
+        used += it->units;
+
+    Outcome out;
+    out.allowed = used + cost <= l.limit;
+    bool write = false;
+    if (action == Action::kConsume && out.allowed && cost > 0) {
+        write = true;
+        used += cost;
+    } else if (action == Action::kRefund) {
+        write = true;
+    }
+    if (write) {
+        s.log.erase(s.log.begin(), first_counted);
+        if (action == Action::kConsume) {
+            if (!s.log.empty() && s.log.back().at == t)
+                s.log.back().units += cost;
+            else
+                s.log.push_back(LogEntry{t, cost});
+        } else {
+            std::int64_t to_return = cost;
+            while (to_return > 0 && !s.log.empty()) {
+                const std::int64_t taken = std::min(to_return, s.log.back().units);
+                s.log.back().units -= taken;
+                to_return -= taken;
+                used -= taken;
+                if (s.log.back().units == 0)
+                    s.log.pop_back();
+            }
+        }
+        first_counted = s.log.begin();
+    }
+    out.remaining = std::max<std::int64_t>(0, l.limit - used);
+    if (!out.allowed) {
+        // The call fits once enough of the oldest entries have left the window.
+        std::int64_t still_counted = used;
+        for (auto it = first_counted; it != s.log.end(); ++it) {
+            still_counted -= it->units;
+            if (still_counted + cost <= l.limit) {
+                out.retry_at = it->at + l.period;
+                break;
+            }
+        }
+    }
+    out.reset_at = used > 0 ? s.log.back().at + l.period : now;
+    return out;
+}
+
+// ---- sliding_window_counter -----------------------------------------------------------------
+
+Outcome sliding_window_counter(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
+                               Action action) {
+    const Micros p = l.period;
+    const Micros t = std::max(now, s.instant);
+    const Micros w = window_start(t, p);
+    std::int64_t current = 0;
+    std::int64_t previous = 0;
+    if (s.instant == w) {
+        current = s.amount;
+        previous = s.carry;
+    } else if (s.instant == w - p) {
+        previous = s.amount;
+    }
+    const Micros elapsed = t - w;
+    // The previous window's units, weighted by the part of it still inside the sliding span,
+    // plus the current window's; everything scaled by P to stay in integers.
+    auto weighted = [&](std::int64_t cur) {
+        return Wide(previous) * (p - elapsed) + Wide(cur) * p;
+    };
+    const Wide capacity = Wide(l.limit) * p;
+    Outcome out;
+    out.allowed = weighted(current) + Wide(cost) * p <= capacity;
+    if ((action == Action::kConsume && out.allowed && cost > 0) || action == Action::kRefund) {
+        current = action == Action::kConsume ? current + cost
+                                             : std::max<std::int64_t>(0, current - cost);
+        s.instant = w;
+        s.amount = current;
+        s.carry = previous;
+    }
+    const Wide left = capacity - weighted(current);
+    out.remaining = left <= 0 ? 0 : static_cast<std::int64_t>(left / p);
+    if (!out.allowed) {
+        if (current + cost <= l.limit) {
+            // Fits in this window once enough of the previous one has slid out.
+            const Wide room = Wide(l.limit - current - cost) * p;
+            out.retry_at = w + p - static_cast<Micros>(room / previous);
+        } else {
+            // Fits in the next window, where this window's units become the weighted ones.
+            const Wide room = Wide(l.limit - cost) * p;
+            out.retry_at = w + p + p - static_cast<Micros>(room / current);
+        }
+    }
+    out.reset_at = current > 0 ? w + 2 * p : previous > 0 ? w + p : now;
+    return out;
+}
+
+// ---- token_bucket ---------------------------------------------------------------------------
+
+Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action,
+                     bool fresh) {
+    const Micros p = l.period;
+    Micros t = now;
+    std::int64_t tokens = l.burst;
+    std::int64_t fraction = 0;  // of a token, in 1/P
+    if (!fresh) {
+        t = std::max(now, s.instant);
+        const Wide total = Wide(s.carry) + Wide(t - s.instant) * l.limit;
+        const Wide refilled = Wide(s.amount) + total / p;
+        if (refilled >= l.burst) {
+            tokens = l.burst;
+        } else {
+            tokens = static_cast<std::int64_t>(refilled);
+            fraction = static_cast<std::int64_t>(total % p);
+        }
+    }
+    Outcome out;
+    out.allowed = tokens >= cost;
+    bool write = false;
+    if (action == Action::kConsume && out.allowed && cost > 0) {
+        tokens -= cost;
+        write = true;
+    } else if (action == Action::kRefund) {
+        if (Wide(tokens) + cost >= l.burst) {
+            tokens = l.burst;
+            fraction = 0;
+        } else {
+            tokens += cost;
+        }
+        write = true;
+    }
+    if (write) {
+        s.instant = t;
+        s.amount = tokens;
+        s.carry = fraction;
+    }
+    out.remaining = tokens;
+    // Time for the missing tokens to drip in at N per P.
+    auto wait_for = [&](std::int64_t wanted) -> Micros {
+        const Wide missing = Wide(wanted - tokens) * p - fraction;
+        return missing <= 0 ? 0 : static_cast<Micros>(ceil_div(missing, l.limit));
+    };
+    out.retry_at = t + wait_for(cost);
+    out.reset_at = tokens >= l.burst ? now : t + wait_for(l.burst);
+    return out;
+}
+
+// ---- gcra -----------------------------------------------------------------------------------
+
+Outcome gcra(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action,
+             bool fresh) {
+    const Micros p = l.period;
+    const Wide n = l.limit;
+    // Instants scaled by N, so that the emission interval P/N is the integer P.
+    const Wide now_scaled = Wide(now) * n;
+    const Wide tat = fresh ? now_scaled : Wide(s.instant) * n + s.carry;
+    const Wide base = std::max(tat, now_scaled);
+    const Wide tolerance = Wide(l.burst) * p;
+    const Wide next = base + Wide(cost) * p;
+    Outcome out;
+    out.allowed = next - now_scaled <= tolerance;
+    Wide after = base;
+    bool write = false;
+    if (action == Action::kConsume && out.allowed && cost > 0) {
+        after = next;
+        write = true;
+    } else if (action == Action::kRefund) {
+        after = std::max(now_scaled, base - Wide(cost) * p);
+        write = true;
+    }
+    if (write) {
+        s.instant = static_cast<Micros>(after / n);
+        s.carry = static_cast<std::int64_t>(after % n);
+        s.amount = 0;
+    }
+    const Wide left = tolerance - (after - now_scaled);
+    out.remaining = left <= 0 ? 0 : static_cast<std::int64_t>(left / p);
+    out.retry_at = static_cast<Micros>(ceil_div(next - tolerance, n));
+    out.reset_at = std::max(now, static_cast<Micros>(ceil_div(after, n)));
+    return out;
+}
+
+}  // namespace
+
+const char* algorithm_name(Algorithm algorithm) noexcept {
+    switch (algorithm) {
+        case Algorithm::kNone:
+            return "none";
+        case Algorithm::kFixedWindow:
+            return "fixed_window";
+        case Algorithm::kRollingWindow:
+            return "rolling_window";
+        case Algorithm::kSlidingWindow:
+            return "sliding_window";
+        case Algorithm::kSlidingWindowCounter:
+            return "sliding_window_counter";
+        case Algorithm::kTokenBucket:
+            return "token_bucket";
+        case Algorithm::kGcra:
+            return "gcra";
+    }
+    return "none";
+}
+
+Algorithm parse_algorithm(const char* argument, std::string_view name) {
+    for (Algorithm candidate :
+         {Algorithm::kFixedWindow, Algorithm::kRollingWindow, Algorithm::kSlidingWindow,
+          Algorithm::kSlidingWindowCounter, Algorithm::kTokenBucket, Algorithm::kGcra}) {
+        if (name == algorithm_name(candidate))
+            return candidate;
+    }
+    throw ArgumentError::invalid(
+        argument,
+        "must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, "
+        "token_bucket, gcra (got \"" +
+            std::string(name.substr(0, 64)) + "\")");
+}
+
+void require_valid_limit(const Limit& limit) {
+    require_positive("p_limit", limit.limit);
+    if (limit.period < kMinPeriod)
+        throw ArgumentError::invalid("p_period", "must be at least 1 millisecond");
+    if (limit.period > kMaxWindow)
+        throw ArgumentError::invalid("p_period", "must be at most 365 days");
+    require_positive("p_burst", limit.burst);
+    if (!is_bucket(limit.algorithm) && limit.burst != limit.limit)
+        throw ArgumentError::invalid("p_burst", "applies only to token_bucket and gcra");
+}
+
+Limit make_limit(Algorithm algorithm, std::int64_t limit, Micros period,
+                 std::optional<std::int64_t> burst) {
+    if (burst && !is_bucket(algorithm))
+        throw ArgumentError::invalid("p_burst", "applies only to token_bucket and gcra");
+    Limit checked{algorithm, limit, period, burst.value_or(limit)};
+    require_valid_limit(checked);
+    return checked;
+}
+
+void require_valid_cost(const Limit& limit, std::int64_t cost) {
+    if (cost < 0)
+        throw ArgumentError::invalid("p_cost", "must not be negative");
+    const std::int64_t most = is_bucket(limit.algorithm) ? limit.burst : limit.limit;
+    if (cost > most)
+        throw ArgumentError::invalid(
+            "p_cost", "exceeds " + std::string(is_bucket(limit.algorithm) ? "p_burst" : "p_limit") +
+                          " (" + std::to_string(most) + "), so it could never be allowed");
+}
+
+void require_valid_instant(Micros now) {
+    if (now < 0 || now > kMaxInstant)
+        throw ArgumentError::invalid("clock", "must read between 1970 and the year 10000");
+}
+
+Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t cost,
+                Action action) {
+    const bool fresh = state.algorithm != limit.algorithm;
+    KeyState working = state;
+    if (fresh) {
+        working = KeyState{};
+        working.blocked_until = state.blocked_until;
+    }
+    working.algorithm = limit.algorithm;
+
+    const bool blocked = now < working.blocked_until;
+    // A blocked key is only looked at: the decision is a peek, then overridden below.
+    const Action effective = blocked && action == Action::kConsume ? Action::kPeek : action;
+
+    Outcome out;
+    switch (limit.algorithm) {
+        case Algorithm::kFixedWindow:
+            out = fixed_window(limit, working, now, cost, effective);
+            break;
+        case Algorithm::kRollingWindow:
+            out = rolling_window(limit, working, now, cost, effective);
+            break;
+        case Algorithm::kSlidingWindow:
+            out = sliding_window(limit, working, now, cost, effective);
+            break;
+        case Algorithm::kSlidingWindowCounter:
+            out = sliding_window_counter(limit, working, now, cost, effective);
+            break;
+        case Algorithm::kTokenBucket:
+            out = token_bucket(limit, working, now, cost, effective, fresh);
+            break;
+        case Algorithm::kGcra:
+            out = gcra(limit, working, now, cost, effective, fresh);
+            break;
+        case Algorithm::kNone:
+            throw ArgumentError::invalid("p_algorithm", "must name an algorithm");
+    }
+
+    if (action == Action::kRefund) {
+        state = working;
+        // Report what a one-unit peek would say after the refund.
+        KeyState after = working;
+        return decide(limit, after, now, 1, Action::kPeek);
+    }
+
+    Decision decision;
+    decision.limit = is_bucket(limit.algorithm) ? limit.burst : limit.limit;
+    if (blocked) {
+        decision.allowed = false;
+        decision.remaining = 0;
+        decision.retry_after = working.blocked_until - now;
+        decision.reset_after = std::max(working.blocked_until, out.reset_at) - now;
+        return decision;
+    }
+    decision.allowed = out.allowed;
+    decision.remaining = out.remaining;
+    decision.retry_after = out.allowed ? 0 : std::max<Micros>(0, out.retry_at - now);
+    decision.reset_after = std::max<Micros>(0, out.reset_at - now);
+    if (action == Action::kConsume && out.allowed && cost > 0)
+        state = working;
+    return decision;
+}
+
+void block_until(KeyState& state, Micros until) noexcept {
+    state.blocked_until = std::max(state.blocked_until, until);
+}
+
+Micros idle_from(const Limit& limit, const KeyState& state) {
+    Micros idle = 0;
+    const Micros p = limit.period;
+    switch (state.algorithm) {
+        case Algorithm::kNone:
+            break;
+        case Algorithm::kFixedWindow:
+        case Algorithm::kRollingWindow:
+            idle = state.amount > 0 ? state.instant + p : 0;
+            break;
+        case Algorithm::kSlidingWindow:
+            idle = state.log.empty() ? 0 : state.log.back().at + p;
+            break;
+        case Algorithm::kSlidingWindowCounter:
+            idle = state.amount > 0 ? state.instant + 2 * p
+                   : state.carry > 0 ? state.instant + p
+                                     : 0;
+            break;
+        case Algorithm::kTokenBucket: {
+            const Wide missing = (Wide(limit.burst) - state.amount) * p - state.carry;
+            idle = missing <= 0 ? 0
+                                : state.instant + static_cast<Micros>(ceil_div(missing, limit.limit));
+            break;
+        }
+        case Algorithm::kGcra:
+            idle = static_cast<Micros>(ceil_div(Wide(state.instant) * limit.limit + state.carry,
+                                                limit.limit));
+            break;
+    }
+    return std::max(idle, state.blocked_until);
+}
+
+}  // namespace ratelimit

@@ -1,0 +1,253 @@
+#include "pg/key_state_table.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "catalog/indexing.h"
+#include "storage/bufmgr.h"
+#include "storage/lock.h"
+#include "tcop/utility.h"
+#include "utils/array.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+namespace ratelimit::pg {
+namespace {
+
+// The columns of ratelimit.key_state and key_state_unlogged, in order.
+enum Column {
+    kKey = 0,
+    kAlgorithm,
+    kInstant,
+    kAmount,
+    kCarry,
+    kLog,
+    kBlockedUntil,
+    kExpiresAt,
+    kColumnCount
+};
+
+constexpr Oid kColumnTypes[kColumnCount] = {TEXTOID, INT2OID,      INT8OID, INT8OID,
+                                            INT8OID, INT8ARRAYOID, INT8OID, INT8OID};
+
+// First key of the two-part advisory locks taken when a key's row is created ("RLKS"), so
+// they stay apart from an application's own advisory locks.
+constexpr std::int32_t kKeyStateLockClass = 0x524C4B53;
+
+const char* table_name(Engine engine) {
+    return engine == Engine::kUnlogged ? "key_state_unlogged" : "key_state";
+}
+
+const char* primary_key_name(Engine engine) {
+    return engine == Engine::kUnlogged ? "key_state_unlogged_pkey" : "key_state_pkey";
+}
+
+Oid require_relation(const char* name, Oid schema) {
+    Oid relid = get_relname_relid(name, schema);
+    if (!OidIsValid(relid)) {
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                        errmsg("ratelimit: relation \"%s\" is missing from schema \"%s\"", name,
+                               get_namespace_name(schema)),
+                        errhint("Reinstall the extension: DROP EXTENSION ratelimit; CREATE "
+                                "EXTENSION ratelimit;")));
+    }
+    return relid;
+}
+
+// The table is written without SQL, so its shape is checked instead of trusted.
+void check_shape(Relation heap) {
+    TupleDesc desc = RelationGetDescr(heap);
+    bool ok = desc->natts == kColumnCount;
+    for (int i = 0; ok && i < kColumnCount; ++i) {
+        Form_pg_attribute attribute = TupleDescAttr(desc, i);
+        ok = !attribute->attisdropped && attribute->atttypid == kColumnTypes[i];
+    }
+    if (!ok) {
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("ratelimit: table \"%s\" has been altered",
+                               RelationGetRelationName(heap)),
+                        errhint("Reinstall the extension to restore it.")));
+    }
+}
+
+std::int64_t int8_column(Datum* values, bool* nulls, int column) {
+    return nulls[column] ? 0 : DatumGetInt64(values[column]);
+}
+
+void fill_row(TupleDesc desc, HeapTuple tuple, StoredKeyRow* row) {
+    Datum values[kColumnCount];
+    bool nulls[kColumnCount];
+    heap_deform_tuple(tuple, desc, values, nulls);
+    row->found = true;
+    row->tid = tuple->t_self;
+    row->algorithm = nulls[kAlgorithm] ? 0 : DatumGetInt16(values[kAlgorithm]);
+    row->instant = int8_column(values, nulls, kInstant);
+    row->amount = int8_column(values, nulls, kAmount);
+    row->carry = int8_column(values, nulls, kCarry);
+    row->blocked_until = int8_column(values, nulls, kBlockedUntil);
+    row->expires_at = int8_column(values, nulls, kExpiresAt);
+    row->log_values = 0;
+    row->log = nullptr;
+    if (!nulls[kLog]) {
+        ArrayType* array = DatumGetArrayTypeP(values[kLog]);
+        Datum* elements = nullptr;
+        bool* element_nulls = nullptr;
+        int count = 0;
+        deconstruct_array(array, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+                          &elements, &element_nulls, &count);
+        row->log = static_cast<std::int64_t*>(palloc(sizeof(std::int64_t) * (count + 1)));
+        for (int i = 0; i < count; ++i) {
+            row->log[i] = element_nulls[i] ? 0 : DatumGetInt64(elements[i]);
+        }
+        row->log_values = count;
+    }
+}
+
+// One look-up of the key through the primary key, with a snapshot taken now. With `row`, the
+// version found is read into it.
+bool find_row(const KeyStateTable& table, Datum key, ItemPointer tid, StoredKeyRow* row) {
+    ScanKeyData scan_key;
+    ScanKeyEntryInitialize(&scan_key, 0, kKey + 1, BTEqualStrategyNumber, InvalidOid,
+                           table.primary_key->rd_indcollation[0], F_TEXTEQ, key);
+    Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+    SysScanDesc scan = systable_beginscan(table.heap, RelationGetRelid(table.primary_key), true,
+                                          snapshot, 1, &scan_key);
+    HeapTuple tuple = systable_getnext(scan);
+    bool found = HeapTupleIsValid(tuple);
+    if (found) {
+        *tid = tuple->t_self;
+        if (row != nullptr)
+            fill_row(RelationGetDescr(table.heap), heap_copytuple(tuple), row);
+    }
+    systable_endscan(scan);
+    UnregisterSnapshot(snapshot);
+    return found;
+}
+
+// Reads the row at `tid` under its row lock. False when the row changed or went away while we
+// waited for the lock (the caller reads again).
+bool lock_and_read(const KeyStateTable& table, ItemPointer tid, StoredKeyRow* row) {
+    HeapTupleData tuple;
+    tuple.t_self = *tid;
+    Buffer buffer = InvalidBuffer;
+    TM_FailureData failure;
+    TM_Result result =
+        heap_lock_tuple(table.heap, &tuple, GetCurrentCommandId(true), LockTupleNoKeyExclusive,
+                        LockWaitBlock, false, &buffer, &failure);
+    if (result == TM_Ok) {
+        HeapTuple copy = heap_copytuple(&tuple);
+        ReleaseBuffer(buffer);
+        fill_row(RelationGetDescr(table.heap), copy, row);
+        return true;
+    }
+    if (BufferIsValid(buffer))
+        ReleaseBuffer(buffer);
+    if (result == TM_Updated || result == TM_Deleted)
+        return false;
+    elog(ERROR, "ratelimit: unexpected result %d locking a key_state row",
+         static_cast<int>(result));
+    return false;
+}
+
+void lock_key_for_insert(Datum key) {
+    text* key_text = DatumGetTextPP(key);
+    uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(VARDATA_ANY(key_text)),
+                             static_cast<int>(VARSIZE_ANY_EXHDR(key_text)));
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(kKeyStateLockClass), hash, 2);
+    (void)LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+HeapTuple form_row(const KeyStateTable& table, Datum key, const StoredKeyRow& row) {
+    Datum values[kColumnCount];
+    bool nulls[kColumnCount] = {false};
+    values[kKey] = key;
+    values[kAlgorithm] = Int16GetDatum(row.algorithm);
+    values[kInstant] = Int64GetDatum(row.instant);
+    values[kAmount] = Int64GetDatum(row.amount);
+    values[kCarry] = Int64GetDatum(row.carry);
+    if (row.log_values > 0) {
+        Datum* elements = static_cast<Datum*>(palloc(sizeof(Datum) * row.log_values));
+        for (int i = 0; i < row.log_values; ++i)
+            elements[i] = Int64GetDatum(row.log[i]);
+        values[kLog] = PointerGetDatum(construct_array(elements, row.log_values, INT8OID,
+                                                       sizeof(int64), FLOAT8PASSBYVAL,
+                                                       TYPALIGN_DOUBLE));
+    } else {
+        nulls[kLog] = true;
+        values[kLog] = static_cast<Datum>(0);
+    }
+    values[kBlockedUntil] = Int64GetDatum(row.blocked_until);
+    values[kExpiresAt] = Int64GetDatum(row.expires_at);
+    return heap_form_tuple(RelationGetDescr(table.heap), values, nulls);
+}
+
+}  // namespace
+
+void open_key_state_table(Oid schema, Engine engine, bool writing, const char* function_name,
+                          KeyStateTable* table) {
+    if (writing) {
+        PreventCommandIfReadOnly(function_name);
+        PreventCommandIfParallelMode(function_name);
+    }
+    table->lock_mode = writing ? RowExclusiveLock : AccessShareLock;
+    table->heap = table_open(require_relation(table_name(engine), schema), table->lock_mode);
+    check_shape(table->heap);
+    table->primary_key =
+        index_open(require_relation(primary_key_name(engine), schema), table->lock_mode);
+}
+
+void close_key_state_table(KeyStateTable* table) {
+    if (table->primary_key != nullptr)
+        index_close(table->primary_key, table->lock_mode);
+    if (table->heap != nullptr)
+        table_close(table->heap, table->lock_mode);
+    table->primary_key = nullptr;
+    table->heap = nullptr;
+}
+
+void read_key_row(const KeyStateTable& table, Datum key, bool lock, StoredKeyRow* row) {
+    row->found = false;
+    bool insert_lock_held = false;
+    for (;;) {
+        ItemPointerData tid;
+        if (!find_row(table, key, &tid, lock ? nullptr : row)) {
+            if (!lock || insert_lock_held)
+                return;
+            // Serialize the key's creation, then look again: a concurrent first call may have
+            // inserted and committed the row while we were not looking.
+            lock_key_for_insert(key);
+            insert_lock_held = true;
+            continue;
+        }
+        if (!lock || lock_and_read(table, &tid, row))
+            return;
+        CHECK_FOR_INTERRUPTS();
+    }
+}
+
+void write_key_row(const KeyStateTable& table, Datum key, const StoredKeyRow& row) {
+    HeapTuple tuple = form_row(table, key, row);
+    if (row.found) {
+        ItemPointerData tid = row.tid;
+        CatalogTupleUpdate(table.heap, &tid, tuple);
+    } else {
+        CatalogTupleInsert(table.heap, tuple);
+    }
+    heap_freetuple(tuple);
+    CommandCounterIncrement();
+}
+
+void delete_key_row(const KeyStateTable& table, const StoredKeyRow& row) {
+    ItemPointerData tid = row.tid;
+    simple_heap_delete(table.heap, &tid);
+    CommandCounterIncrement();
+}
+
+}  // namespace ratelimit::pg

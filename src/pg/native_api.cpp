@@ -1,0 +1,229 @@
+// The native API in schema ratelimit: consume, peek, refund, reset and block on the table
+// engines. Arguments are checked in the core (one place, one message per argument) before any
+// table is touched; the decision itself is the core's; this file only moves a key's row
+// between the table and the core under the row lock (src/pg/key_state_table.hpp).
+#include <cstdint>
+#include <string_view>
+
+#include "pg/arguments.hpp"
+#include "pg/clock.hpp"
+#include "pg/guard.hpp"
+#include "pg/key_state_table.hpp"
+#include "pg/postgres.hpp"
+#include "ratelimit/algorithms.hpp"
+#include "ratelimit/engine.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/validation.hpp"
+
+namespace ratelimit::pg {
+namespace {
+
+// The arguments shared by consume, peek and refund, checked.
+struct LimitCall {
+    Datum key = 0;
+    Limit limit;
+    std::int64_t cost = 0;
+    Engine engine = Engine::kTable;
+};
+
+Engine read_engine(FunctionCallInfo fcinfo, int index) {
+    return parse_engine("p_engine", name_argument(fcinfo, index, "p_engine"));
+}
+
+LimitCall read_limit_call(FunctionCallInfo fcinfo) {
+    LimitCall call;
+    call.key = key_argument(fcinfo, 0, "p_key");
+    const std::int32_t limit = int32_argument(fcinfo, 1, "p_limit");
+    const Micros period = interval_argument(fcinfo, 2, "p_period");
+    call.cost = int32_argument(fcinfo, 3, "p_cost");
+    const Algorithm algorithm =
+        parse_algorithm("p_algorithm", name_argument(fcinfo, 4, "p_algorithm"));
+    call.engine = read_engine(fcinfo, 5);
+    std::optional<std::int64_t> burst;
+    if (!PG_ARGISNULL(6))
+        burst = PG_GETARG_INT32(6);
+    call.limit = make_limit(algorithm, limit, period, burst);
+    require_valid_cost(call.limit, call.cost);
+    return call;
+}
+
+Micros now_checked() {
+    const Micros now = clock_now();
+    require_valid_instant(now);
+    return now;
+}
+
+// The schema the called function lives in, where its tables are; cached for the call site.
+Oid calling_schema(FunctionCallInfo fcinfo) {
+    Oid schema = InvalidOid;
+    call_postgres([&] {
+        FmgrInfo* flinfo = fcinfo->flinfo;
+        if (flinfo->fn_extra == nullptr) {
+            Oid* cached = static_cast<Oid*>(MemoryContextAlloc(flinfo->fn_mcxt, sizeof(Oid)));
+            *cached = get_func_namespace(flinfo->fn_oid);
+            flinfo->fn_extra = cached;
+        }
+        schema = *static_cast<Oid*>(flinfo->fn_extra);
+    });
+    return schema;
+}
+
+KeyState state_of(const StoredKeyRow& row) {
+    KeyState state;
+    if (!row.found)
+        return state;
+    state.algorithm = static_cast<Algorithm>(row.algorithm);
+    state.instant = row.instant;
+    state.amount = row.amount;
+    state.carry = row.carry;
+    state.blocked_until = row.blocked_until;
+    for (int i = 0; i + 1 < row.log_values; i += 2)
+        state.log.push_back(LogEntry{row.log[i], row.log[i + 1]});
+    return state;
+}
+
+// Copies `state` into `row` for writing; the log goes into palloc'd memory.
+void store_state(const KeyState& state, Micros expires_at, StoredKeyRow* row) {
+    row->algorithm = static_cast<std::int16_t>(state.algorithm);
+    row->instant = state.instant;
+    row->amount = state.amount;
+    row->carry = state.carry;
+    row->blocked_until = state.blocked_until;
+    row->expires_at = expires_at;
+    row->log_values = static_cast<int>(state.log.size() * 2);
+    std::int64_t* log = nullptr;
+    if (row->log_values > 0) {
+        call_postgres([&] {
+            log = static_cast<std::int64_t*>(palloc(sizeof(std::int64_t) * row->log_values));
+        });
+        for (std::size_t i = 0; i < state.log.size(); ++i) {
+            log[2 * i] = state.log[i].at;
+            log[2 * i + 1] = state.log[i].units;
+        }
+    }
+    row->log = log;
+}
+
+std::int64_t milliseconds_rounded_up(Micros span) {
+    return span <= 0 ? 0 : (span + 999) / 1000;
+}
+
+Datum decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
+    Datum values[5] = {BoolGetDatum(decision.allowed),
+                       Int32GetDatum(static_cast<std::int32_t>(decision.limit)),
+                       Int32GetDatum(static_cast<std::int32_t>(decision.remaining)),
+                       Int64GetDatum(milliseconds_rounded_up(decision.retry_after)),
+                       Int64GetDatum(milliseconds_rounded_up(decision.reset_after))};
+    bool nulls[5] = {false, false, false, false, false};
+    Datum result = 0;
+    call_postgres([&] {
+        TupleDesc desc = nullptr;
+        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+            elog(ERROR, "ratelimit: the function must return ratelimit.decision");
+        desc = BlessTupleDesc(desc);
+        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+    });
+    return result;
+}
+
+const char* action_function(Action action) {
+    switch (action) {
+        case Action::kConsume:
+            return "ratelimit.consume()";
+        case Action::kPeek:
+            return "ratelimit.peek()";
+        case Action::kRefund:
+            return "ratelimit.refund()";
+    }
+    return "ratelimit";
+}
+
+Datum limit_call(FunctionCallInfo fcinfo, Action action) {
+    const LimitCall call = read_limit_call(fcinfo);
+    const Oid schema = calling_schema(fcinfo);
+    const Micros now = now_checked();
+    const bool writing = action != Action::kPeek;
+
+    KeyStateTable table;
+    StoredKeyRow row;
+    call_postgres([&] {
+        open_key_state_table(schema, call.engine, writing, action_function(action), &table);
+        read_key_row(table, call.key, writing, &row);
+    });
+
+    KeyState state = state_of(row);
+    const KeyState before = state;
+    const Decision decision = decide(call.limit, state, now, call.cost, action);
+    const bool write = writing && state != before;
+    if (write)
+        store_state(state, idle_from(call.limit, state), &row);
+
+    call_postgres([&] {
+        if (write)
+            write_key_row(table, call.key, row);
+        close_key_state_table(&table);
+    });
+    return decision_datum(fcinfo, decision);
+}
+
+Datum consume_body(FunctionCallInfo fcinfo) {
+    return limit_call(fcinfo, Action::kConsume);
+}
+
+Datum peek_body(FunctionCallInfo fcinfo) {
+    return limit_call(fcinfo, Action::kPeek);
+}
+
+Datum refund_body(FunctionCallInfo fcinfo) {
+    return limit_call(fcinfo, Action::kRefund);
+}
+
+Datum reset_body(FunctionCallInfo fcinfo) {
+    const Datum key = key_argument(fcinfo, 0, "p_key");
+    const Engine engine = read_engine(fcinfo, 1);
+    const Oid schema = calling_schema(fcinfo);
+    bool existed = false;
+    call_postgres([&] {
+        KeyStateTable table;
+        StoredKeyRow row;
+        open_key_state_table(schema, engine, true, "ratelimit.reset()", &table);
+        read_key_row(table, key, true, &row);
+        existed = row.found;
+        if (row.found)
+            delete_key_row(table, row);
+        close_key_state_table(&table);
+    });
+    return BoolGetDatum(existed);
+}
+
+Datum block_body(FunctionCallInfo fcinfo) {
+    const Datum key = key_argument(fcinfo, 0, "p_key");
+    const Micros duration = interval_argument(fcinfo, 1, "p_duration");
+    const Engine engine = read_engine(fcinfo, 2);
+    const Oid schema = calling_schema(fcinfo);
+    const Micros now = now_checked();
+
+    KeyStateTable table;
+    StoredKeyRow row;
+    call_postgres([&] {
+        open_key_state_table(schema, engine, true, "ratelimit.block()", &table);
+        read_key_row(table, key, true, &row);
+    });
+    KeyState state = state_of(row);
+    block_until(state, now + duration);
+    store_state(state, std::max<Micros>(row.expires_at, state.blocked_until), &row);
+    call_postgres([&] {
+        write_key_row(table, key, row);
+        close_key_state_table(&table);
+    });
+    return TimestampTzGetDatum(to_timestamptz(state.blocked_until));
+}
+
+}  // namespace
+}  // namespace ratelimit::pg
+
+RATELIMIT_SQL_FUNCTION(ratelimit_consume, ratelimit::pg::consume_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_peek, ratelimit::pg::peek_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_refund, ratelimit::pg::refund_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_reset, ratelimit::pg::reset_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_block, ratelimit::pg::block_body)
