@@ -65,3 +65,65 @@ SELECT n AS request, r.* FROM generate_series(1, 4) AS n,
 SELECT 'rpc_rate_limits' AS "table", count(*) AS rows, sum(call_count) AS counted FROM rpc_rate_limits
 UNION ALL SELECT 'rate_limits', count(*), sum(counter) FROM rate_limits
 UNION ALL SELECT 'rate_limit_buckets', count(*), sum(count) FROM rate_limit_buckets;
+
+\echo
+\echo '== Native API: ratelimit.consume(key, limit, period) -- fixed window on the table engine by default'
+SET ratelimit.test_clock = '2026-06-01 12:00:00+00';
+-- n calls in a row, one after the other (a function in FROM would be evaluated only once).
+CREATE FUNCTION pg_temp.calls(p_key text, p_algorithm text, p_engine text, p_calls integer)
+RETURNS TABLE(call integer, allowed boolean, remaining integer, retry_after_ms bigint,
+              reset_after_ms bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    d ratelimit.decision;
+BEGIN
+    FOR i IN 1..p_calls LOOP
+        d := ratelimit.consume(p_key, 3, '10 seconds', p_algorithm => p_algorithm,
+                               p_engine => p_engine);
+        call := i;
+        allowed := d.allowed;
+        remaining := d.remaining;
+        retry_after_ms := d.retry_after_ms;
+        reset_after_ms := d.reset_after_ms;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+SELECT * FROM pg_temp.calls('api:user-42', 'fixed_window', 'table', 4);
+
+\echo
+\echo '== The same 4 calls with every algorithm, on the unlogged engine (3 per 10 seconds)'
+SELECT a AS algorithm, c.*
+FROM unnest(ARRAY['fixed_window', 'rolling_window', 'sliding_window', 'sliding_window_counter',
+                  'token_bucket', 'gcra']) WITH ORDINALITY AS a(a, o),
+     LATERAL pg_temp.calls('demo:' || a, a, 'unlogged', 4) AS c
+ORDER BY o, c.call;
+
+\echo
+\echo '== retry_after_ms is true: 1 ms earlier is still denied, exactly then it is allowed'
+SET ratelimit.test_clock = '2026-06-01 12:00:09.999+00';
+SELECT allowed, retry_after_ms FROM ratelimit.consume('api:user-42', 3, '10 seconds');
+SET ratelimit.test_clock = '2026-06-01 12:00:10+00';
+SELECT allowed, remaining FROM ratelimit.consume('api:user-42', 3, '10 seconds');
+
+\echo
+\echo '== peek decides without consuming; refund gives units back; block denies until it ends; reset forgets'
+SELECT 'peek' AS step, * FROM ratelimit.peek('api:user-42', 3, '10 seconds')
+UNION ALL SELECT 'refund 1', * FROM ratelimit.refund('api:user-42', 3, '10 seconds', 1);
+SELECT ratelimit.block('api:abuser', '15 minutes') AS blocked_until;
+SELECT * FROM ratelimit.consume('api:abuser', 100, '1 minute');
+SELECT ratelimit.reset('api:abuser') AS forgotten;
+SELECT * FROM ratelimit.consume('api:abuser', 100, '1 minute');
+RESET ratelimit.test_clock;
+
+\echo
+\echo '== Bad input names its argument (SQLSTATE 22023) and writes nothing'
+\set ON_ERROR_STOP 0
+SELECT * FROM ratelimit.consume('api:user-42', 3, '1 month');
+SELECT * FROM ratelimit.consume('api:user-42', 3, '10 seconds', p_algorithm => 'leaky');
+\set ON_ERROR_STOP 1
+
+\echo
+\echo '== Native key states, one row per key'
+SELECT 'table' AS engine, count(*) AS keys FROM ratelimit.key_state
+UNION ALL SELECT 'unlogged', count(*) FROM ratelimit.key_state_unlogged;

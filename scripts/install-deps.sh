@@ -13,6 +13,7 @@ packages=(
     libtap-parser-sourcehandler-pgtap-perl
     libgtest-dev
     clang-format
+    gnuplot-nox
 )
 
 missing=()

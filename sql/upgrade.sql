@@ -18,6 +18,7 @@ FROM generate_series(1, 2);
 -- What the new version added works on the upgraded install.
 SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 10);
 SELECT * FROM check_rate_limit(p_key => 'global', p_limit => 1000, p_window_seconds => 60);
+SELECT * FROM ratelimit.consume('upgraded-from-0.1.0', 2, '1 minute');
 
 -- The shape of the installed extension: its objects, and every function's signature, security,
 -- settings and privileges.
@@ -35,8 +36,8 @@ LANGUAGE sql AS $$
     JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
     WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit')
     UNION ALL
-    SELECT format('%s acl=%s rls=%s options=%s', c.oid::regclass, c.relacl, c.relrowsecurity,
-                  c.reloptions)
+    SELECT format('%s acl=%s rls=%s options=%s persistence=%s', c.oid::regclass, c.relacl,
+                  c.relrowsecurity, c.reloptions, c.relpersistence)
     FROM pg_class c
     JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
     WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit')
@@ -48,6 +49,22 @@ CREATE EXTENSION ratelimit;
 CREATE TEMP TABLE fresh AS SELECT item FROM pg_temp.extension_shape();
 
 SELECT count(*) > 20 AS shape_is_not_empty FROM fresh;
+SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fresh) AS u
+UNION ALL
+SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
+
+-- From 0.2.0: seed 004's buckets survive, and the native API arrives.
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit VERSION '0.2.0';
+SELECT * FROM check_rate_limit(p_key => 'login', p_limit => 2, p_window_seconds => 60);
+ALTER EXTENSION ratelimit UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT * FROM check_rate_limit(p_key => 'login', p_limit => 2, p_window_seconds => 60);
+SELECT * FROM check_rate_limit(p_key => 'login', p_limit => 2, p_window_seconds => 60);
+SELECT * FROM ratelimit.consume('upgraded-from-0.2.0', 2, '1 minute', p_engine => 'unlogged');
+SELECT job_name FROM ratelimit.cleanup_jobs() ORDER BY 1;
+TRUNCATE upgraded;
+INSERT INTO upgraded SELECT item FROM pg_temp.extension_shape();
 SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fresh) AS u
 UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;

@@ -9,7 +9,7 @@ CREATE EXTENSION IF NOT EXISTS pg_cron;
 DROP EXTENSION IF EXISTS ratelimit CASCADE;
 CREATE EXTENSION ratelimit;
 
-SELECT plan(12);
+SELECT plan(14);
 
 -- Counters whose windows ended long ago (test clock in 2020), and live ones (real clock).
 \o /dev/null
@@ -17,22 +17,27 @@ SET ratelimit.test_clock = '2020-01-01 00:00:00+00';
 SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'old', 5, 1);
 SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'old', 5, 60);
 SELECT * FROM check_rate_limit('old', 5, 60, 1);
+SELECT * FROM ratelimit.consume('old', 5, '1 minute');
+SELECT * FROM ratelimit.consume('old', 5, '1 minute', p_engine => 'unlogged');
 RESET ratelimit.test_clock;
 SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'live', 5, 1440);
 SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'live', 5, 86400);
 SELECT * FROM check_rate_limit('live', 5, 3600, 1);
+SELECT * FROM ratelimit.consume('live', 5, '1 day', p_algorithm => 'sliding_window');
+SELECT * FROM ratelimit.consume('live', 5, '1 day', p_engine => 'unlogged');
 \o
 
-SELECT is((SELECT count(*)::integer FROM ratelimit.schedule_cleanup('* * * * *')), 3,
-          'schedule_cleanup schedules three jobs');
+SELECT is((SELECT count(*)::integer FROM ratelimit.schedule_cleanup('* * * * *')), 4,
+          'schedule_cleanup schedules four jobs');
 SELECT set_eq($$SELECT jobname, command FROM cron.job WHERE jobname LIKE 'ratelimit-%'$$,
               $$VALUES ('ratelimit-cleanup-rpc-rate-limits', 'SELECT public.cleanup_rpc_rate_limits()'),
                        ('ratelimit-cleanup-expired-rate-limits', 'SELECT public.cleanup_expired_rate_limits()'),
-                       ('ratelimit-cleanup-old-rate-limit-buckets', 'SELECT public.cleanup_old_rate_limit_buckets()')$$,
+                       ('ratelimit-cleanup-old-rate-limit-buckets', 'SELECT public.cleanup_old_rate_limit_buckets()'),
+                       ('ratelimit-cleanup-key-state', 'SELECT ratelimit.cleanup_key_state()')$$,
               'the jobs call the cleanup functions of the extension''s schema');
-SELECT is((SELECT count(*)::integer FROM ratelimit.schedule_cleanup('* * * * *')), 3,
+SELECT is((SELECT count(*)::integer FROM ratelimit.schedule_cleanup('* * * * *')), 4,
           'scheduling again updates the jobs');
-SELECT is((SELECT count(*)::integer FROM cron.job WHERE jobname LIKE 'ratelimit-%'), 3,
+SELECT is((SELECT count(*)::integer FROM cron.job WHERE jobname LIKE 'ratelimit-%'), 4,
           'and does not duplicate them');
 
 -- pg_cron starts jobs on minute boundaries: wait (at most 150 s) until every job has run.
@@ -43,7 +48,7 @@ BEGIN
     LOOP
         EXIT WHEN (SELECT count(DISTINCT d.jobid) FROM cron.job_run_details d
                    JOIN cron.job j USING (jobid)
-                   WHERE j.jobname LIKE 'ratelimit-%' AND d.status IN ('succeeded', 'failed')) = 3
+                   WHERE j.jobname LIKE 'ratelimit-%' AND d.status IN ('succeeded', 'failed')) = 4
                OR clock_timestamp() > deadline;
         PERFORM pg_sleep(1);
     END LOOP;
@@ -52,7 +57,7 @@ $$;
 
 SELECT is((SELECT count(DISTINCT d.jobid)::integer FROM cron.job_run_details d
            JOIN cron.job j USING (jobid)
-           WHERE j.jobname LIKE 'ratelimit-%' AND d.status = 'succeeded'), 3,
+           WHERE j.jobname LIKE 'ratelimit-%' AND d.status = 'succeeded'), 4,
           'every cleanup job ran and succeeded');
 SELECT is((SELECT count(*)::integer FROM rpc_rate_limits WHERE rpc_name = 'old'), 0,
           'expired rpc_rate_limits rows deleted');
@@ -60,12 +65,18 @@ SELECT is((SELECT count(*)::integer FROM rate_limits WHERE endpoint = 'old'), 0,
           'expired rate_limits windows deleted');
 SELECT is((SELECT count(*)::integer FROM rate_limit_buckets WHERE key = 'old'), 0,
           'old buckets deleted');
+SELECT is((SELECT count(*)::integer FROM ratelimit.key_state WHERE key = 'old')
+          + (SELECT count(*)::integer FROM ratelimit.key_state_unlogged WHERE key = 'old'), 0,
+          'idle native key states deleted from both engines');
+SELECT is((SELECT count(*)::integer FROM ratelimit.key_state WHERE key = 'live')
+          + (SELECT count(*)::integer FROM ratelimit.key_state_unlogged WHERE key = 'live'), 2,
+          'native key states that still count are kept');
 SELECT is((SELECT count(*)::integer FROM rpc_rate_limits WHERE rpc_name = 'live')
           + (SELECT count(*)::integer FROM rate_limits WHERE endpoint = 'live')
           + (SELECT count(*)::integer FROM rate_limit_buckets WHERE key = 'live'), 3,
           'rows that still count are kept');
 
-SELECT is(ratelimit.unschedule_cleanup(), 3, 'unschedule_cleanup removes the three jobs');
+SELECT is(ratelimit.unschedule_cleanup(), 4, 'unschedule_cleanup removes the four jobs');
 SELECT is((SELECT count(*)::integer FROM cron.job WHERE jobname LIKE 'ratelimit-%'), 0,
           'no job is left');
 
