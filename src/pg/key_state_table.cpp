@@ -1,13 +1,13 @@
 #include "pg/key_state_table.hpp"
 
 extern "C" {
-#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "catalog/indexing.h"
+#include "access/genam.h"
+#include "catalog/index.h"
 #include "storage/bufmgr.h"
 #include "storage/lock.h"
 #include "tcop/utility.h"
@@ -130,31 +130,6 @@ bool find_row(const KeyStateTable& table, Datum key, ItemPointer tid, StoredKeyR
     return found;
 }
 
-// Reads the row at `tid` under its row lock. False when the row changed or went away while we
-// waited for the lock (the caller reads again).
-bool lock_and_read(const KeyStateTable& table, ItemPointer tid, StoredKeyRow* row) {
-    HeapTupleData tuple;
-    tuple.t_self = *tid;
-    Buffer buffer = InvalidBuffer;
-    TM_FailureData failure;
-    TM_Result result =
-        heap_lock_tuple(table.heap, &tuple, GetCurrentCommandId(true), LockTupleNoKeyExclusive,
-                        LockWaitBlock, false, &buffer, &failure);
-    if (result == TM_Ok) {
-        HeapTuple copy = heap_copytuple(&tuple);
-        ReleaseBuffer(buffer);
-        fill_row(RelationGetDescr(table.heap), copy, row);
-        return true;
-    }
-    if (BufferIsValid(buffer))
-        ReleaseBuffer(buffer);
-    if (result == TM_Updated || result == TM_Deleted)
-        return false;
-    elog(ERROR, "ratelimit: unexpected result %d locking a key_state row",
-         static_cast<int>(result));
-    return false;
-}
-
 void lock_key_for_insert(Datum key) {
     text* key_text = DatumGetTextPP(key);
     uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(VARDATA_ANY(key_text)),
@@ -212,42 +187,69 @@ void close_key_state_table(KeyStateTable* table) {
     table->heap = nullptr;
 }
 
-void read_key_row(const KeyStateTable& table, Datum key, bool lock, StoredKeyRow* row) {
+void read_key_row(const KeyStateTable& table, Datum key, bool create, StoredKeyRow* row) {
     row->found = false;
-    bool insert_lock_held = false;
-    for (;;) {
-        ItemPointerData tid;
-        if (!find_row(table, key, &tid, lock ? nullptr : row)) {
-            if (!lock || insert_lock_held)
-                return;
-            // Serialize the key's creation, then look again: a concurrent first call may have
-            // inserted and committed the row while we were not looking.
-            lock_key_for_insert(key);
-            insert_lock_held = true;
-            continue;
-        }
-        if (!lock || lock_and_read(table, &tid, row))
-            return;
-        CHECK_FOR_INTERRUPTS();
-    }
+    ItemPointerData tid;
+    if (find_row(table, key, &tid, row) || !create)
+        return;
+    // Serialize the key's creation, then look again: a concurrent first call may have inserted
+    // and committed the row while we were not looking.
+    lock_key_for_insert(key);
+    (void)find_row(table, key, &tid, row);
 }
 
-void write_key_row(const KeyStateTable& table, Datum key, const StoredKeyRow& row) {
+bool write_key_row(const KeyStateTable& table, Datum key, const StoredKeyRow& row) {
     HeapTuple tuple = form_row(table, key, row);
+    const CommandId command = GetCurrentCommandId(true);
     if (row.found) {
         ItemPointerData tid = row.tid;
-        CatalogTupleUpdate(table.heap, &tid, tuple);
+        TM_FailureData failure;
+        LockTupleMode lock_mode;
+#if PG_VERSION_NUM >= 160000
+        TU_UpdateIndexes update_indexes;
+        TM_Result result = heap_update(table.heap, &tid, tuple, command, InvalidSnapshot, true,
+                                       &failure, &lock_mode, &update_indexes);
+#else
+        TM_Result result = heap_update(table.heap, &tid, tuple, command, InvalidSnapshot, true,
+                                       &failure, &lock_mode);
+#endif
+        if (result == TM_Updated || result == TM_Deleted) {
+            heap_freetuple(tuple);
+            return false;
+        }
+        if (result != TM_Ok) {
+            elog(ERROR, "ratelimit: unexpected result %d updating a key_state row",
+                 static_cast<int>(result));
+        }
     } else {
-        CatalogTupleInsert(table.heap, tuple);
+        heap_insert(table.heap, tuple, command, 0, nullptr);
+    }
+    // A HOT update (the usual case: only the key is indexed and it never changes) needs no new
+    // index entry.
+    if (!HeapTupleIsHeapOnly(tuple)) {
+        Datum values[1] = {key};
+        bool nulls[1] = {false};
+        index_insert(table.primary_key, values, nulls, &tuple->t_self, table.heap,
+                     UNIQUE_CHECK_YES, false, BuildIndexInfo(table.primary_key));
     }
     heap_freetuple(tuple);
     CommandCounterIncrement();
+    return true;
 }
 
-void delete_key_row(const KeyStateTable& table, const StoredKeyRow& row) {
+bool delete_key_row(const KeyStateTable& table, const StoredKeyRow& row) {
     ItemPointerData tid = row.tid;
-    simple_heap_delete(table.heap, &tid);
+    TM_FailureData failure;
+    TM_Result result = heap_delete(table.heap, &tid, GetCurrentCommandId(true), InvalidSnapshot,
+                                   true, &failure, false);
+    if (result == TM_Updated || result == TM_Deleted)
+        return false;
+    if (result != TM_Ok) {
+        elog(ERROR, "ratelimit: unexpected result %d deleting a key_state row",
+             static_cast<int>(result));
+    }
     CommandCounterIncrement();
+    return true;
 }
 
 }  // namespace ratelimit::pg

@@ -2,17 +2,18 @@
 // ratelimit.key_state_unlogged, read and written through the heap and its primary key directly
 // (no SQL, no plan), which is what makes a decision cheaper than the same logic in plpgsql.
 //
-// Locking rules:
-//  - A decision that may write holds the key's row lock (FOR NO KEY UPDATE strength) from
-//    reading the row until its transaction ends, so decisions on one key are serialized and
-//    none is lost, under any isolation level.
-//  - The row is read with a fresh snapshot taken after any wait, so the latest committed state
-//    is what is decided on; if a concurrent writer changed or deleted the row while we waited
-//    for its lock, we read again.
+// Concurrency rules:
+//  - Every read takes a fresh snapshot, so a decision starts from the latest committed state.
+//  - A decision that changes the key writes the row version it read. If another transaction
+//    wrote that version in the meantime, the write waits for it to end and reports the change;
+//    the caller then reads and decides again. A write that succeeds was therefore decided on
+//    the latest state, and later writers wait for its transaction: decisions on one key are
+//    serialized and none is lost, under any isolation level. No row lock is taken first, so
+//    one decision costs one row write (and, for the logged table, one WAL record).
 //  - A key with no row is created under a transaction-scoped advisory lock on the key's hash,
 //    taken before reading again, so two first calls cannot both insert it.
-//  - Cleanup is a plain DELETE: it waits for the row lock and re-checks expires_at on the
-//    latest version, so it never removes a row a concurrent decision has just renewed.
+//  - Cleanup is a plain DELETE: it waits for a writer's transaction and re-checks expires_at on
+//    the latest version, so it never removes a row a concurrent decision has just renewed.
 //
 // Only the primary key is indexed: every other column changes on each decision, and leaving
 // them out of any index (with fillfactor room on each page) keeps updates HOT.
@@ -55,15 +56,16 @@ void open_key_state_table(Oid schema, Engine engine, bool writing, const char* f
 
 void close_key_state_table(KeyStateTable* table);
 
-// Reads the key's row. With `lock`, the row is locked as described above, and when there is
-// no row the key's advisory lock is held on return, so the caller may insert it.
-void read_key_row(const KeyStateTable& table, Datum key, bool lock, StoredKeyRow* row);
+// Reads the key's latest committed row (row->found says whether there is one). With `create`,
+// when there is no row the key's advisory lock is held on return, so the caller may insert it.
+void read_key_row(const KeyStateTable& table, Datum key, bool create, StoredKeyRow* row);
 
-// Inserts the row (row.found == false) or updates it in place, then makes it visible to the
-// rest of the transaction.
-void write_key_row(const KeyStateTable& table, Datum key, const StoredKeyRow& row);
+// Inserts the row (row.found == false) or updates the version read, then makes it visible to
+// the rest of the transaction. False when the version read was changed or deleted by another
+// transaction meanwhile: read and decide again.
+bool write_key_row(const KeyStateTable& table, Datum key, const StoredKeyRow& row);
 
-// Deletes a row read with lock = true.
-void delete_key_row(const KeyStateTable& table, const StoredKeyRow& row);
+// Deletes the version read; false as for write_key_row.
+bool delete_key_row(const KeyStateTable& table, const StoredKeyRow& row);
 
 }  // namespace ratelimit::pg

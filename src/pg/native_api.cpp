@@ -1,7 +1,7 @@
 // The native API in schema ratelimit: consume, peek, refund, reset and block on the table
 // engines. Arguments are checked in the core (one place, one message per argument) before any
 // table is touched; the decision itself is the core's; this file only moves a key's row
-// between the table and the core under the row lock (src/pg/key_state_table.hpp).
+// between the table and the core (src/pg/key_state_table.hpp says how that stays exact).
 #include <cstdint>
 #include <string_view>
 
@@ -145,24 +145,22 @@ Datum limit_call(FunctionCallInfo fcinfo, Action action) {
     const bool writing = action != Action::kPeek;
 
     KeyStateTable table;
-    StoredKeyRow row;
-    call_postgres([&] {
-        open_key_state_table(schema, call.engine, writing, action_function(action), &table);
-        read_key_row(table, call.key, writing, &row);
-    });
-
-    KeyState state = state_of(row);
-    const KeyState before = state;
-    const Decision decision = decide(call.limit, state, now, call.cost, action);
-    const bool write = writing && state != before;
-    if (write)
+    call_postgres(
+        [&] { open_key_state_table(schema, call.engine, writing, action_function(action), &table); });
+    // Read, decide, write; again if another transaction wrote the key in between.
+    Decision decision;
+    for (bool written = false; !written;) {
+        StoredKeyRow row;
+        call_postgres([&] { read_key_row(table, call.key, writing, &row); });
+        KeyState state = state_of(row);
+        const KeyState before = state;
+        decision = decide(call.limit, state, now, call.cost, action);
+        if (!writing || state == before)
+            break;
         store_state(state, idle_from(call.limit, state), &row);
-
-    call_postgres([&] {
-        if (write)
-            write_key_row(table, call.key, row);
-        close_key_state_table(&table);
-    });
+        call_postgres([&] { written = write_key_row(table, call.key, row); });
+    }
+    call_postgres([&] { close_key_state_table(&table); });
     return decision_datum(fcinfo, decision);
 }
 
@@ -185,12 +183,14 @@ Datum reset_body(FunctionCallInfo fcinfo) {
     bool existed = false;
     call_postgres([&] {
         KeyStateTable table;
-        StoredKeyRow row;
         open_key_state_table(schema, engine, true, "ratelimit.reset()", &table);
-        read_key_row(table, key, true, &row);
-        existed = row.found;
-        if (row.found)
-            delete_key_row(table, row);
+        for (;;) {
+            StoredKeyRow row;
+            read_key_row(table, key, false, &row);
+            existed = row.found;
+            if (!row.found || delete_key_row(table, row))
+                break;
+        }
         close_key_state_table(&table);
     });
     return BoolGetDatum(existed);
@@ -204,19 +204,19 @@ Datum block_body(FunctionCallInfo fcinfo) {
     const Micros now = now_checked();
 
     KeyStateTable table;
-    StoredKeyRow row;
-    call_postgres([&] {
-        open_key_state_table(schema, engine, true, "ratelimit.block()", &table);
-        read_key_row(table, key, true, &row);
-    });
-    KeyState state = state_of(row);
-    block_until(state, now + duration);
-    store_state(state, std::max<Micros>(row.expires_at, state.blocked_until), &row);
-    call_postgres([&] {
-        write_key_row(table, key, row);
-        close_key_state_table(&table);
-    });
-    return TimestampTzGetDatum(to_timestamptz(state.blocked_until));
+    call_postgres([&] { open_key_state_table(schema, engine, true, "ratelimit.block()", &table); });
+    Micros blocked_until = 0;
+    for (bool written = false; !written;) {
+        StoredKeyRow row;
+        call_postgres([&] { read_key_row(table, key, true, &row); });
+        KeyState state = state_of(row);
+        block_until(state, now + duration);
+        blocked_until = state.blocked_until;
+        store_state(state, std::max<Micros>(row.expires_at, state.blocked_until), &row);
+        call_postgres([&] { written = write_key_row(table, key, row); });
+    }
+    call_postgres([&] { close_key_state_table(&table); });
+    return TimestampTzGetDatum(to_timestamptz(blocked_until));
 }
 
 }  // namespace
