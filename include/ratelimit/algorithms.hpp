@@ -108,9 +108,8 @@ struct KeyState {
     Micros blocked_until = 0;  // denied while now < blocked_until; 0 = never blocked
 
     bool operator==(const KeyState& other) const noexcept {
-        return algorithm == other.algorithm && instant == other.instant &&
-               amount == other.amount && carry == other.carry && log == other.log &&
-               blocked_until == other.blocked_until;
+        return algorithm == other.algorithm && instant == other.instant && amount == other.amount &&
+               carry == other.carry && log == other.log && blocked_until == other.blocked_until;
     }
     bool operator!=(const KeyState& other) const noexcept { return !(*this == other); }
 };
@@ -130,8 +129,7 @@ enum class Action { kConsume, kPeek, kRefund };
 
 // Decides `action` for a call of `cost` at `now`, updating `state` in place. The arguments
 // must have passed the require_valid_* checks.
-Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t cost,
-                Action action);
+Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t cost, Action action);
 
 // Blocks the key until `until`; an earlier block is never shortened.
 void block_until(KeyState& state, Micros until) noexcept;

@@ -68,8 +68,7 @@ Outcome fixed_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
 
 // ---- rolling_window -------------------------------------------------------------------------
 
-Outcome rolling_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
-                       Action action) {
+Outcome rolling_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action) {
     const Micros t = std::max(now, s.instant);
     bool active = s.amount > 0 && t < s.instant + l.period;
     std::int64_t used = active ? s.amount : 0;
@@ -95,8 +94,7 @@ Outcome rolling_window(const Limit& l, KeyState& s, Micros now, std::int64_t cos
 
 // ---- sliding_window (exact log) -------------------------------------------------------------
 
-Outcome sliding_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
-                       Action action) {
+Outcome sliding_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action) {
     const Micros t = s.log.empty() ? now : std::max(now, s.log.back().at);
     // Entries at or before t - P no longer count.
     const Micros cutoff = t - l.period;
@@ -176,8 +174,8 @@ Outcome sliding_window_counter(const Limit& l, KeyState& s, Micros now, std::int
     Outcome out;
     out.allowed = weighted(current) + Wide(cost) * p <= capacity;
     if ((action == Action::kConsume && out.allowed && cost > 0) || action == Action::kRefund) {
-        current = action == Action::kConsume ? current + cost
-                                             : std::max<std::int64_t>(0, current - cost);
+        current =
+            action == Action::kConsume ? current + cost : std::max<std::int64_t>(0, current - cost);
         s.instant = w;
         s.amount = current;
         s.carry = previous;
@@ -355,8 +353,7 @@ void require_valid_instant(Micros now) {
         throw ArgumentError::invalid("clock", "must read between 1970 and the year 10000");
 }
 
-Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t cost,
-                Action action) {
+Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t cost, Action action) {
     const bool fresh = state.algorithm != limit.algorithm;
     KeyState working = state;
     if (fresh) {
@@ -436,19 +433,20 @@ Micros idle_from(const Limit& limit, const KeyState& state) {
             idle = state.log.empty() ? 0 : state.log.back().at + p;
             break;
         case Algorithm::kSlidingWindowCounter:
-            idle = state.amount > 0 ? state.instant + 2 * p
+            idle = state.amount > 0  ? state.instant + 2 * p
                    : state.carry > 0 ? state.instant + p
                                      : 0;
             break;
         case Algorithm::kTokenBucket: {
             const Wide missing = (Wide(limit.burst) - state.amount) * p - state.carry;
-            idle = missing <= 0 ? 0
-                                : state.instant + static_cast<Micros>(ceil_div(missing, limit.limit));
+            idle = missing <= 0
+                       ? 0
+                       : state.instant + static_cast<Micros>(ceil_div(missing, limit.limit));
             break;
         }
         case Algorithm::kGcra:
-            idle = static_cast<Micros>(ceil_div(Wide(state.instant) * limit.limit + state.carry,
-                                                limit.limit));
+            idle = static_cast<Micros>(
+                ceil_div(Wide(state.instant) * limit.limit + state.carry, limit.limit));
             break;
     }
     return std::max(idle, state.blocked_until);

@@ -21,8 +21,8 @@ Engine parse_engine(const char* argument, std::string_view name) {
         if (name == engine_name(candidate))
             return candidate;
     }
-    throw ArgumentError::invalid(
-        argument, "must be one of table, unlogged (got \"" + std::string(name.substr(0, 64)) + "\")");
+    throw ArgumentError::invalid(argument, "must be one of table, unlogged (got \"" +
+                                               std::string(name.substr(0, 64)) + "\")");
 }
 
 }  // namespace ratelimit

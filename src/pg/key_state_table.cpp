@@ -69,10 +69,10 @@ void check_shape(Relation heap) {
         ok = !attribute->attisdropped && attribute->atttypid == kColumnTypes[i];
     }
     if (!ok) {
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("ratelimit: table \"%s\" has been altered",
-                               RelationGetRelationName(heap)),
-                        errhint("Reinstall the extension to restore it.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("ratelimit: table \"%s\" has been altered", RelationGetRelationName(heap)),
+                 errhint("Reinstall the extension to restore it.")));
     }
 }
 
@@ -151,9 +151,8 @@ HeapTuple form_row(const KeyStateTable& table, Datum key, const StoredKeyRow& ro
         Datum* elements = static_cast<Datum*>(palloc(sizeof(Datum) * row.log_values));
         for (int i = 0; i < row.log_values; ++i)
             elements[i] = Int64GetDatum(row.log[i]);
-        values[kLog] = PointerGetDatum(construct_array(elements, row.log_values, INT8OID,
-                                                       sizeof(int64), FLOAT8PASSBYVAL,
-                                                       TYPALIGN_DOUBLE));
+        values[kLog] = PointerGetDatum(construct_array(
+            elements, row.log_values, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
     } else {
         nulls[kLog] = true;
         values[kLog] = static_cast<Datum>(0);
@@ -229,8 +228,8 @@ bool write_key_row(const KeyStateTable& table, Datum key, const StoredKeyRow& ro
     if (!HeapTupleIsHeapOnly(tuple)) {
         Datum values[1] = {key};
         bool nulls[1] = {false};
-        index_insert(table.primary_key, values, nulls, &tuple->t_self, table.heap,
-                     UNIQUE_CHECK_YES, false, BuildIndexInfo(table.primary_key));
+        index_insert(table.primary_key, values, nulls, &tuple->t_self, table.heap, UNIQUE_CHECK_YES,
+                     false, BuildIndexInfo(table.primary_key));
     }
     heap_freetuple(tuple);
     CommandCounterIncrement();

@@ -145,8 +145,9 @@ Datum limit_call(FunctionCallInfo fcinfo, Action action) {
     const bool writing = action != Action::kPeek;
 
     KeyStateTable table;
-    call_postgres(
-        [&] { open_key_state_table(schema, call.engine, writing, action_function(action), &table); });
+    call_postgres([&] {
+        open_key_state_table(schema, call.engine, writing, action_function(action), &table);
+    });
     // Read, decide, write; again if another transaction wrote the key in between.
     Decision decision;
     for (bool written = false; !written;) {
