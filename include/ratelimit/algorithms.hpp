@@ -61,7 +61,7 @@ struct Limit {
     Algorithm algorithm = Algorithm::kFixedWindow;
     std::int64_t limit = 1;  // N >= 1
     Micros period = 0;       // P, kMinPeriod..kMaxWindow
-    std::int64_t burst = 1;  // B >= 1; token_bucket and gcra only (callers pass N otherwise)
+    std::int64_t burst = 1;  // B >= 1, B·P/N <= kMaxWindow; token_bucket and gcra only (else N)
 };
 
 // Throws ArgumentError naming the argument (p_limit, p_period, p_burst) unless `limit` is

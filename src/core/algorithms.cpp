@@ -182,7 +182,9 @@ Outcome sliding_window_counter(const Limit& l, KeyState& s, Micros now, std::int
     }
     const Wide left = capacity - weighted(current);
     out.remaining = left <= 0 ? 0 : static_cast<std::int64_t>(left / p);
-    if (!out.allowed) {
+    // A refund's outcome is replaced by a peek (decide()), so it needs no retry instant; and
+    // its cost, compared before the refund, must not reach the divisions below.
+    if (!out.allowed && action != Action::kRefund) {
         if (current + cost <= l.limit) {
             // Fits in this window once enough of the previous one has slid out.
             const Wide room = Wide(l.limit - current - cost) * p;
@@ -327,6 +329,13 @@ void require_valid_limit(const Limit& limit) {
     require_positive("p_burst", limit.burst);
     if (!is_bucket(limit.algorithm) && limit.burst != limit.limit)
         throw ArgumentError::invalid("p_burst", "applies only to token_bucket and gcra");
+    // An empty bucket refills in B·P/N; bounding that by the longest window keeps every instant
+    // a bucket stores within a year of now.
+    if (Wide(limit.burst) * limit.period > Wide(limit.limit) * kMaxWindow)
+        throw ArgumentError::invalid(
+            "p_burst",
+            "is too large: refilling it (p_burst * p_period / p_limit) must take at "
+            "most 365 days");
 }
 
 Limit make_limit(Algorithm algorithm, std::int64_t limit, Micros period,
