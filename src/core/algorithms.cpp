@@ -95,7 +95,11 @@ Outcome rolling_window(const Limit& l, KeyState& s, Micros now, std::int64_t cos
 // ---- sliding_window (exact log) -------------------------------------------------------------
 
 Outcome sliding_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action) {
-    const Micros t = s.log.empty() ? now : std::max(now, s.log.back().at);
+    // The newest entry, or the last write when a refund emptied the log, is the latest instant
+    // this state has seen.
+    Micros t = std::max(now, s.instant);
+    if (!s.log.empty())
+        t = std::max(t, s.log.back().at);
     // Entries at or before t - P no longer count.
     const Micros cutoff = t - l.period;
     auto first_counted = std::find_if(s.log.begin(), s.log.end(),
@@ -114,6 +118,7 @@ Outcome sliding_window(const Limit& l, KeyState& s, Micros now, std::int64_t cos
         write = true;
     }
     if (write) {
+        s.instant = t;
         s.log.erase(s.log.begin(), first_counted);
         if (action == Action::kConsume) {
             if (!s.log.empty() && s.log.back().at == t)
@@ -406,13 +411,23 @@ Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t co
         return decide(limit, after, now, 1, Action::kPeek);
     }
 
+    // A call of no units takes nothing, so it fits whenever the key is not blocked (the
+    // algorithms may judge a clamped past instant as over the limit).
+    if (cost == 0)
+        out.allowed = true;
+
     Decision decision;
     decision.limit = is_bucket(limit.algorithm) ? limit.burst : limit.limit;
     if (blocked) {
+        // Nothing changes while blocked, so the waits are the block's rest plus what the key
+        // will say when the block ends.
+        KeyState at_end = fresh ? KeyState{} : working;
+        at_end.blocked_until = 0;
+        const Decision later = decide(limit, at_end, working.blocked_until, cost, Action::kPeek);
         decision.allowed = false;
         decision.remaining = 0;
-        decision.retry_after = working.blocked_until - now;
-        decision.reset_after = std::max(working.blocked_until, out.reset_at) - now;
+        decision.retry_after = working.blocked_until - now + later.retry_after;
+        decision.reset_after = working.blocked_until - now + later.reset_after;
         return decision;
     }
     decision.allowed = out.allowed;
@@ -458,6 +473,10 @@ Micros idle_from(const Limit& limit, const KeyState& state) {
                 ceil_div(Wide(state.instant) * limit.limit + state.carry, limit.limit));
             break;
     }
+    // Calls behind the clock are decided at the state's latest instant, so it is not fresh
+    // before then (gcra does not clamp: its arrival time already bounds it).
+    if (state.algorithm != Algorithm::kNone && state.algorithm != Algorithm::kGcra)
+        idle = std::max(idle, state.instant);
     return std::max(idle, state.blocked_until);
 }
 
