@@ -14,8 +14,10 @@
 #                               prints the table, writes bench/results/SEED.md, drops the database
 #
 # Environment: BENCH_SECONDS (measured seconds per case, default 15), BENCH_WARMUP_SECONDS
-# (warm-up seconds per case, default 3). bench/run.sh also sets BENCH_SHARED_CLUSTER (the
-# server is already up, PGHOST/PGPORT point at it) and BENCH_COMMAND (for the results file).
+# (warm-up seconds per case, default 3), BENCH_NO_BUILD (set: measure the extension already
+# installed instead of building and installing the working tree). bench/run.sh also sets
+# BENCH_SHARED_CLUSTER (the server is already up, PGHOST/PGPORT point at it) and BENCH_COMMAND
+# (for the results file).
 
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/cluster.sh"
 
@@ -37,6 +39,10 @@ bench_init() {
 
 bench_build() {
     scripts/install-deps.sh
+    if [ -n "${BENCH_NO_BUILD:-}" ]; then
+        echo "bench: BENCH_NO_BUILD is set, measuring the installed extension"
+        return 0
+    fi
     make -s
     make -s install >/dev/null
 }

@@ -10,6 +10,10 @@
 #include "pg/guard.hpp"
 #include "pg/key_state_table.hpp"
 #include "pg/postgres.hpp"
+
+extern "C" {
+#include "utils/typcache.h"
+}
 #include "ratelimit/algorithms.hpp"
 #include "ratelimit/engine.hpp"
 #include "ratelimit/error.hpp"
@@ -117,11 +121,20 @@ Datum decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
     bool nulls[5] = {false, false, false, false, false};
     Datum result = 0;
     call_postgres([&] {
-        TupleDesc desc = nullptr;
-        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-            elog(ERROR, "ratelimit: the function must return ratelimit.decision");
-        desc = BlessTupleDesc(desc);
-        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+        // The row type comes from the call expression and its descriptor from the type cache:
+        // no catalog lookup per call. Without an expression (a direct call), ask the catalog.
+        const Oid type = get_fn_expr_rettype(fcinfo->flinfo);
+        if (OidIsValid(type) && type != RECORDOID) {
+            TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
+            result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+            ReleaseTupleDesc(desc);
+        } else {
+            TupleDesc desc = nullptr;
+            if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+                elog(ERROR, "ratelimit: the function must return ratelimit.decision");
+            desc = BlessTupleDesc(desc);
+            result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+        }
     });
     return result;
 }

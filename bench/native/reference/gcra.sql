@@ -1,0 +1,130 @@
+-- plpgsql reference of gcra, the generic cell rate algorithm: the same decisions as
+-- token_bucket for the same p_limit, p_period and p_burst, kept as one theoretical arrival time
+-- (TAT). The same decisions, state row and waits as ratelimit.consume(..., p_algorithm =>
+-- 'gcra', p_engine => p_engine, p_burst => p_burst). How the references are written:
+-- bench/native/reference/fixed_window.sql.
+--
+-- Instants are scaled by N (p_limit) so the emission interval P/N is the integer P: the row
+-- keeps TAT / N as instant (whole microseconds) and carry (the remainder, in 1/N µs). The
+-- scaled values exceed 64 bits, hence numeric.
+CREATE FUNCTION bench.gcra(
+    p_key text,
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL)
+RETURNS bench.decision
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now       constant bigint := (extract(epoch FROM ratelimit.clock_now()) * 1000000)::bigint;
+    v_period    bigint;
+    s           bench.key_state;
+    v_blocked   boolean;
+    v_at        bigint;
+    v_allowed   boolean;
+    v_remaining bigint;
+    v_retry     bigint := 0;
+    v_reset     bigint;
+    v_burst     bigint;
+    v_at_scaled numeric;
+    v_base      numeric;  -- max(TAT, v_at), scaled
+    v_next      numeric;  -- the TAT after this call, scaled
+    v_after     numeric;  -- the TAT once decided, scaled
+    v_tolerance numeric;  -- B * P
+BEGIN
+    IF p_key IS NULL OR p_limit IS NULL OR p_period IS NULL OR p_cost IS NULL OR p_engine IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL',
+            CASE WHEN p_key IS NULL THEN 'p_key' WHEN p_limit IS NULL THEN 'p_limit'
+                 WHEN p_period IS NULL THEN 'p_period' WHEN p_cost IS NULL THEN 'p_cost'
+                 ELSE 'p_engine' END
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(p_key) NOT BETWEEN 1 AND 256 THEN
+        RAISE EXCEPTION 'p_key must be 1 to 256 bytes long' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit < 1 THEN
+        RAISE EXCEPTION 'p_limit must be greater than zero' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_period < interval '1 millisecond' OR p_period > interval '365 days'
+       OR date_trunc('month', p_period) <> interval '0' THEN
+        RAISE EXCEPTION 'p_period must be 1 millisecond to 365 days, without months'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_burst < 1 THEN
+        RAISE EXCEPTION 'p_burst must be greater than zero' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_burst := coalesce(p_burst, p_limit);
+    IF p_cost NOT BETWEEN 0 AND v_burst THEN
+        RAISE EXCEPTION 'p_cost must be 0 to p_burst' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_period := (extract(epoch FROM p_period) * 1000000)::bigint;
+    -- An empty bucket refills in B * P / N: at most 365 days, as the extension requires.
+    IF v_burst::numeric * v_period > p_limit::numeric * 31536000000000 THEN
+        RAISE EXCEPTION 'p_burst is too large: refilling it (p_burst * p_period / p_limit) must take at most 365 days'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    IF p_engine = 'table' THEN
+        LOOP
+            SELECT * INTO s FROM bench.key_state WHERE key = p_key FOR NO KEY UPDATE;
+            EXIT WHEN FOUND;
+            INSERT INTO bench.key_state VALUES (p_key, 0, 0, 0, 0, NULL, 0, 0)
+            ON CONFLICT (key) DO NOTHING;
+        END LOOP;
+    ELSIF p_engine = 'unlogged' THEN
+        LOOP
+            SELECT * INTO s FROM bench.key_state_unlogged WHERE key = p_key FOR NO KEY UPDATE;
+            EXIT WHEN FOUND;
+            INSERT INTO bench.key_state_unlogged VALUES (p_key, 0, 0, 0, 0, NULL, 0, 0)
+            ON CONFLICT (key) DO NOTHING;
+        END LOOP;
+    ELSE
+        RAISE EXCEPTION 'p_engine must be one of table, unlogged' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_blocked := v_now < s.blocked_until;
+    v_at := CASE WHEN v_blocked THEN s.blocked_until ELSE v_now END;
+
+    v_at_scaled := v_at::numeric * p_limit;
+    -- Another algorithm's state reads as fresh (TAT = now); a block stays. No clamp: a TAT in
+    -- the past is simply now.
+    IF s.algorithm = 6 THEN
+        v_base := greatest(s.instant::numeric * p_limit + s.carry, v_at_scaled);
+    ELSE
+        v_base := v_at_scaled;
+    END IF;
+
+    v_tolerance := v_burst * v_period::numeric;
+    v_next := v_base + p_cost::numeric * v_period;
+    v_allowed := p_cost = 0 OR v_next - v_at_scaled <= v_tolerance;
+    v_after := v_base;
+    IF v_allowed AND p_cost > 0 AND NOT v_blocked THEN
+        v_after := v_next;
+        IF p_engine = 'table' THEN
+            UPDATE bench.key_state
+            SET algorithm = 6, instant = div(v_after, p_limit), amount = 0,
+                carry = mod(v_after, p_limit), log = NULL,
+                expires_at = greatest(div(v_after + p_limit - 1, p_limit), s.blocked_until)
+            WHERE key = p_key;
+        ELSE
+            UPDATE bench.key_state_unlogged
+            SET algorithm = 6, instant = div(v_after, p_limit), amount = 0,
+                carry = mod(v_after, p_limit), log = NULL,
+                expires_at = greatest(div(v_after + p_limit - 1, p_limit), s.blocked_until)
+            WHERE key = p_key;
+        END IF;
+    ELSIF NOT v_allowed THEN
+        v_retry := greatest(0, div(v_next - v_tolerance + p_limit - 1, p_limit)::bigint - v_at);
+    END IF;
+
+    v_remaining := CASE WHEN v_tolerance <= v_after - v_at_scaled THEN 0
+                        ELSE div(v_tolerance - (v_after - v_at_scaled), v_period) END;
+    v_reset := greatest(0, div(v_after + p_limit - 1, p_limit)::bigint - v_at);
+
+    RETURN ROW(v_allowed AND NOT v_blocked, v_burst,
+               CASE WHEN v_blocked THEN 0 ELSE greatest(0, v_remaining) END,
+               bench.ms(v_at - v_now + v_retry), bench.ms(v_at - v_now + v_reset))::bench.decision;
+END
+$$;
