@@ -120,6 +120,7 @@ struct Decision {
     std::int64_t remaining = 0;  // units a call could take right now, after this decision
     Micros retry_after = 0;      // 0 when allowed; else the wait until this call would be allowed
     Micros reset_after = 0;      // the wait until the key is back to its full allowance
+    bool state_changed = false;  // the call wrote the key's state: the engine must store it
 };
 
 // The three things a caller can do to a key under a limit. A denied consume changes nothing;

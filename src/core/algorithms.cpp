@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "ratelimit/error.hpp"
 #include "ratelimit/validation.hpp"
@@ -369,11 +370,12 @@ void require_valid_instant(Micros now) {
 
 Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t cost, Action action) {
     const bool fresh = state.algorithm != limit.algorithm;
-    KeyState working = state;
-    if (fresh) {
-        working = KeyState{};
-        working.blocked_until = state.blocked_until;
-    }
+    // The algorithms edit the state only when they write, so they work on the caller's state
+    // directly (no copy on every decision); a state read as fresh is replaced instead, and only
+    // once something is written, so a peek or a denied call leaves it as it was.
+    KeyState fresh_state;
+    fresh_state.blocked_until = state.blocked_until;
+    KeyState& working = fresh ? fresh_state : state;
     working.algorithm = limit.algorithm;
 
     const bool blocked = now < working.blocked_until;
@@ -404,11 +406,15 @@ Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t co
             throw ArgumentError::invalid("p_algorithm", "must name an algorithm");
     }
 
+    const bool written =
+        action == Action::kRefund || (effective == Action::kConsume && out.allowed && cost > 0);
+    if (written && fresh)
+        state = std::move(fresh_state);
     if (action == Action::kRefund) {
-        state = working;
         // Report what a one-unit peek would say after the refund.
-        KeyState after = working;
-        return decide(limit, after, now, 1, Action::kPeek);
+        Decision after = decide(limit, state, now, 1, Action::kPeek);
+        after.state_changed = true;
+        return after;
     }
 
     // A call of no units takes nothing, so it fits whenever the key is not blocked (the
@@ -434,8 +440,7 @@ Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t co
     decision.remaining = out.remaining;
     decision.retry_after = out.allowed ? 0 : std::max<Micros>(0, out.retry_at - now);
     decision.reset_after = std::max<Micros>(0, out.reset_at - now);
-    if (action == Action::kConsume && out.allowed && cost > 0)
-        state = working;
+    decision.state_changed = written;
     return decision;
 }
 

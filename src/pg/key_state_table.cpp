@@ -8,7 +8,6 @@ extern "C" {
 #include "access/tableam.h"
 #include "access/genam.h"
 #include "catalog/index.h"
-#include "storage/bufmgr.h"
 #include "storage/lock.h"
 #include "tcop/utility.h"
 #include "utils/array.h"
@@ -122,8 +121,9 @@ bool find_row(const KeyStateTable& table, Datum key, ItemPointer tid, StoredKeyR
     bool found = HeapTupleIsValid(tuple);
     if (found) {
         *tid = tuple->t_self;
+        // Read in place: fill_row copies every value out while the scan still pins the page.
         if (row != nullptr)
-            fill_row(RelationGetDescr(table.heap), heap_copytuple(tuple), row);
+            fill_row(RelationGetDescr(table.heap), tuple, row);
     }
     systable_endscan(scan);
     UnregisterSnapshot(snapshot);

@@ -16,8 +16,6 @@ extern "C" {
 }
 #include "ratelimit/algorithms.hpp"
 #include "ratelimit/engine.hpp"
-#include "ratelimit/error.hpp"
-#include "ratelimit/validation.hpp"
 
 namespace ratelimit::pg {
 namespace {
@@ -167,9 +165,8 @@ Datum limit_call(FunctionCallInfo fcinfo, Action action) {
         StoredKeyRow row;
         call_postgres([&] { read_key_row(table, call.key, writing, &row); });
         KeyState state = state_of(row);
-        const KeyState before = state;
         decision = decide(call.limit, state, now, call.cost, action);
-        if (!writing || state == before)
+        if (!writing || !decision.state_changed)
             break;
         store_state(state, idle_from(call.limit, state), &row);
         call_postgres([&] { written = write_key_row(table, call.key, row); });
