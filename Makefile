@@ -10,6 +10,8 @@ CORE_OBJS = \
 	src/core/algorithms.o \
 	src/core/engine.o \
 	src/core/identity.o \
+	src/core/key_hash.o \
+	src/core/memory_store.o \
 	src/core/second_buckets.o \
 	src/core/validation.o
 PG_OBJS = \
@@ -18,6 +20,8 @@ PG_OBJS = \
 	src/pg/guard.o \
 	src/pg/jwt_caller.o \
 	src/pg/key_state_table.o \
+	src/pg/memory_engine.o \
+	src/pg/memory_worker.o \
 	src/pg/module.o \
 	src/pg/native_api.o \
 	src/pg/rate_limit_buckets.o \
@@ -31,7 +35,8 @@ OBJS = $(CORE_OBJS) $(PG_OBJS)
 # is that file followed by the upgrade scripts up to it, concatenated here (build/), so every
 # object has one source. Released scripts are never edited: changes go in a new upgrade script.
 BASE_VERSION = 0.1.0
-UPGRADE_CHAIN = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql
+UPGRADE_CHAIN = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
+	sql/$(EXTENSION)--0.3.0--0.4.0.sql
 DATA = sql/$(EXTENSION)--$(BASE_VERSION).sql $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = build/$(EXTENSION)--$(EXTVERSION).sql
 

@@ -14,6 +14,8 @@ packages=(
     libgtest-dev
     clang-format
     gnuplot-nox
+    redis-server
+    redis-tools
 )
 
 missing=()

@@ -69,5 +69,19 @@ SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fres
 UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
 
+-- From 0.3.0: the native API's rows survive, and the memory engine's stats arrive.
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit VERSION '0.3.0';
+SELECT * FROM ratelimit.consume('upgraded-from-0.3.0', 2, '1 minute');
+ALTER EXTENSION ratelimit UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT * FROM ratelimit.consume('upgraded-from-0.3.0', 2, '1 minute');
+SELECT * FROM ratelimit.consume('upgraded-from-0.3.0', 2, '1 minute');
+TRUNCATE upgraded;
+INSERT INTO upgraded SELECT item FROM pg_temp.extension_shape();
+SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fresh) AS u
+UNION ALL
+SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
+
 RESET ratelimit.test_clock;
 DROP EXTENSION ratelimit;

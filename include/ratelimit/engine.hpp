@@ -8,6 +8,7 @@ namespace ratelimit {
 enum class Engine {
     kTable,     // a logged table: transactional, survives crashes
     kUnlogged,  // an unlogged table: transactional, emptied after a crash, no WAL
+    kMemory,    // shared memory: not transactional, bounded, saved at clean shutdown
 };
 
 const char* engine_name(Engine engine) noexcept;

@@ -12,16 +12,18 @@ const char* engine_name(Engine engine) noexcept {
             return "table";
         case Engine::kUnlogged:
             return "unlogged";
+        case Engine::kMemory:
+            return "memory";
     }
     return "table";
 }
 
 Engine parse_engine(const char* argument, std::string_view name) {
-    for (Engine candidate : {Engine::kTable, Engine::kUnlogged}) {
+    for (Engine candidate : {Engine::kTable, Engine::kUnlogged, Engine::kMemory}) {
         if (name == engine_name(candidate))
             return candidate;
     }
-    throw ArgumentError::invalid(argument, "must be one of table, unlogged (got \"" +
+    throw ArgumentError::invalid(argument, "must be one of table, unlogged, memory (got \"" +
                                                std::string(name.substr(0, 64)) + "\")");
 }
 

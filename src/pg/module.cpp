@@ -1,6 +1,7 @@
 // Module entry: the library's magic block and _PG_init, which only asks each part to register
 // what it owns.
 #include "pg/clock.hpp"
+#include "pg/memory_engine.hpp"
 #include "pg/postgres.hpp"
 
 extern "C" {
@@ -10,6 +11,12 @@ void _PG_init(void);
 
 void _PG_init(void) {
     ratelimit::pg::define_clock_settings();
+    ratelimit::pg::define_memory_settings();
+    // The memory engine's shared memory can only be requested while the postmaster loads
+    // shared_preload_libraries; loaded later, the library serves the table engines and the
+    // memory engine answers every call with an error naming that setting.
+    if (process_shared_preload_libraries_in_progress)
+        ratelimit::pg::install_memory_engine();
 #if PG_VERSION_NUM >= 150000
     MarkGUCPrefixReserved("ratelimit");
 #else

@@ -1,7 +1,8 @@
-// The native API in schema ratelimit: consume, peek, refund, reset and block on the table
-// engines. Arguments are checked in the core (one place, one message per argument) before any
-// table is touched; the decision itself is the core's; this file only moves a key's row
-// between the table and the core (src/pg/key_state_table.hpp says how that stays exact).
+// The native API in schema ratelimit: consume, peek, refund, reset and block on every engine,
+// and the memory engine's stats. Arguments are checked in the core (one place, one message per
+// argument) before any state is touched; the decision itself is the core's; this file only
+// moves a key's state between its engine and the core (src/pg/key_state_table.hpp and
+// src/pg/memory_engine.cpp say how each stays exact).
 #include <cstdint>
 #include <string_view>
 
@@ -9,6 +10,7 @@
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
 #include "pg/key_state_table.hpp"
+#include "pg/memory_engine.hpp"
 #include "pg/postgres.hpp"
 
 extern "C" {
@@ -151,6 +153,12 @@ const char* action_function(Action action) {
 
 Datum limit_call(FunctionCallInfo fcinfo, Action action) {
     const LimitCall call = read_limit_call(fcinfo);
+    if (call.engine == Engine::kMemory) {
+        require_memory_limit(call.limit);
+        const MemoryKey key = memory_key(call.key);
+        const Micros now = now_checked();
+        return decision_datum(fcinfo, memory_decide(key, call.limit, now, call.cost, action));
+    }
     const Oid schema = calling_schema(fcinfo);
     const Micros now = now_checked();
     const bool writing = action != Action::kPeek;
@@ -190,6 +198,8 @@ Datum refund_body(FunctionCallInfo fcinfo) {
 Datum reset_body(FunctionCallInfo fcinfo) {
     const Datum key = key_argument(fcinfo, 0, "p_key");
     const Engine engine = read_engine(fcinfo, 1);
+    if (engine == Engine::kMemory)
+        return BoolGetDatum(memory_reset(memory_key(key)));
     const Oid schema = calling_schema(fcinfo);
     bool existed = false;
     call_postgres([&] {
@@ -211,6 +221,11 @@ Datum block_body(FunctionCallInfo fcinfo) {
     const Datum key = key_argument(fcinfo, 0, "p_key");
     const Micros duration = interval_argument(fcinfo, 1, "p_duration");
     const Engine engine = read_engine(fcinfo, 2);
+    if (engine == Engine::kMemory) {
+        const MemoryKey memory = memory_key(key);
+        const Micros now = now_checked();
+        return TimestampTzGetDatum(to_timestamptz(memory_block(memory, now + duration, now)));
+    }
     const Oid schema = calling_schema(fcinfo);
     const Micros now = now_checked();
 
@@ -230,6 +245,26 @@ Datum block_body(FunctionCallInfo fcinfo) {
     return TimestampTzGetDatum(to_timestamptz(blocked_until));
 }
 
+// ratelimit.memory_stats(): one row of the memory engine's counters.
+Datum memory_stats_body(FunctionCallInfo fcinfo) {
+    std::int64_t shared_bytes = 0;
+    const MemoryStats stats = memory_stats(&shared_bytes);
+    Datum values[7] = {Int64GetDatum(stats.entries), Int64GetDatum(stats.capacity),
+                       Int64GetDatum(shared_bytes),  Int64GetDatum(stats.evictions),
+                       Int64GetDatum(stats.expired), Int64GetDatum(stats.allowed),
+                       Int64GetDatum(stats.denied)};
+    bool nulls[7] = {false, false, false, false, false, false, false};
+    Datum result = 0;
+    call_postgres([&] {
+        TupleDesc desc = nullptr;
+        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+            elog(ERROR, "ratelimit: memory_stats must return a row");
+        desc = BlessTupleDesc(desc);
+        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+    });
+    return result;
+}
+
 }  // namespace
 }  // namespace ratelimit::pg
 
@@ -238,3 +273,4 @@ RATELIMIT_SQL_FUNCTION(ratelimit_peek, ratelimit::pg::peek_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_refund, ratelimit::pg::refund_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset, ratelimit::pg::reset_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block, ratelimit::pg::block_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_memory_stats, ratelimit::pg::memory_stats_body)
