@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test suite: formatting, core unit tests, pg_regress, pgTAP (pg_prove), the
-# concurrency tests and the pg_cron cleanup jobs, against a throwaway cluster that is stopped
-# at the end, also when a suite fails.
+# concurrency tests, the pg_cron cleanup jobs and the memory engine's restarts, against throwaway
+# clusters that are stopped at the end, also when a suite fails.
 # This is the README's test command and what CI runs. Run as root from the repository root
 # (it installs missing packages and the built extension).
 set -euo pipefail
@@ -13,9 +13,12 @@ make -s install >/dev/null
 make -s test/unit/core_unit_tests test/concurrency/concurrency_tests
 
 source scripts/cluster.sh
-# pg_cron runs its jobs in background workers in the postgres database (test/cron/).
-cluster_start "shared_preload_libraries = 'pg_cron'" "cron.database_name = 'postgres'" \
-    "cron.use_background_workers = on" "max_worker_processes = 16" "fsync = off"
+# pg_cron runs its jobs in background workers in the postgres database (test/cron/). The
+# memory engine needs the library preloaded; its store holds 100,000 keys, the size the
+# eviction test fills ten times over.
+cluster_start "shared_preload_libraries = 'pg_cron,ratelimit'" "cron.database_name = 'postgres'" \
+    "cron.use_background_workers = on" "max_worker_processes = 16" "fsync = off" \
+    "ratelimit.memory_capacity = 100000"
 
 passed=0
 failed=0
@@ -68,6 +71,8 @@ run_suite "pg_regress" regress
 run_suite "pgTAP (pg_prove)" pgtap
 run_suite "concurrency (libpq, real connections)" concurrency
 run_suite "pg_cron cleanup jobs (pg_prove)" cron
+# Restarts, crashes and a server without the library preloaded need clusters of their own.
+run_suite "memory engine lifecycle (own clusters)" bash test/memory/lifecycle.sh
 
 echo
 if [ "$failed" -gt 0 ]; then

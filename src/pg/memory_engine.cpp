@@ -241,12 +241,15 @@ auto with_partition(int partition, LWLockMode mode, Work&& work) {
 }  // namespace
 
 void define_memory_settings() {
-    DefineCustomIntVariable(
-        "ratelimit.memory_capacity",
-        "Keys the memory engine can track at once (about 124 bytes of shared memory each).",
-        "A full store frees expired keys first, then evicts the least recently used.",
-        &capacity_setting, 100000, static_cast<int>(kMinMemoryCapacity),
-        static_cast<int>(kMaxMemoryCapacity), PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    // A PGC_POSTMASTER setting can only be defined while the postmaster loads the library;
+    // without preloading there is no store to size.
+    if (process_shared_preload_libraries_in_progress)
+        DefineCustomIntVariable(
+            "ratelimit.memory_capacity",
+            "Keys the memory engine can track at once (about 124 bytes of shared memory each).",
+            "A full store frees expired keys first, then evicts the least recently used.",
+            &capacity_setting, 100000, static_cast<int>(kMinMemoryCapacity),
+            static_cast<int>(kMaxMemoryCapacity), PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable(
         "ratelimit.memory_expire_interval",
         "How often the memory engine's worker frees the keys whose state has expired.", nullptr,
@@ -270,9 +273,12 @@ MemoryKey memory_key(Datum key_text) {
     if (shared == nullptr)
         not_available();
     const text* key = reinterpret_cast<const text*>(DatumGetPointer(key_text));
+    // Keys belong to their database, as the table engines' rows do: each database hashes with
+    // its own variant of the secret, so equal keys in two databases are two keys.
+    HashSecret secret = MemoryStore::attach(store_block()).secret();
+    secret.k1 ^= MyDatabaseId;
     MemoryKey result;
-    result.hash = hash_key(MemoryStore::attach(store_block()).secret(), VARDATA_ANY(key),
-                           VARSIZE_ANY_EXHDR(key));
+    result.hash = hash_key(secret, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
     result.partition = MemoryStore::partition_of(result.hash);
     return result;
 }
