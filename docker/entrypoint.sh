@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Initializes the cluster on first start (pg_cron preloaded, ratelimit created in the postgres
-# database), then runs PostgreSQL in the foreground.
+# Initializes the cluster on first start (pg_cron and ratelimit preloaded, the latter for its
+# memory engine; ratelimit created in the postgres database), then runs PostgreSQL in the
+# foreground.
 set -euo pipefail
 bindir="$(pg_config --bindir)"
 
@@ -12,7 +13,7 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
     rm -f "$pwfile"
     {
         echo "listen_addresses = '*'"
-        echo "shared_preload_libraries = 'pg_cron'"
+        echo "shared_preload_libraries = 'pg_cron,ratelimit'"
         echo "cron.database_name = 'postgres'"
     } >>"$PGDATA/postgresql.conf"
     echo "host all all 0.0.0.0/0 scram-sha-256" >>"$PGDATA/pg_hba.conf"

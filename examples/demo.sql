@@ -127,3 +127,35 @@ SELECT * FROM ratelimit.consume('api:user-42', 3, '10 seconds', p_algorithm => '
 \echo '== Native key states, one row per key'
 SELECT 'table' AS engine, count(*) AS keys FROM ratelimit.key_state
 UNION ALL SELECT 'unlogged', count(*) FROM ratelimit.key_state_unlogged;
+
+\echo
+\echo '== Memory engine (shared_preload_libraries = ''ratelimit''): the same calls, decided in shared memory'
+SET ratelimit.test_clock = '2026-06-01 12:00:00+00';
+SELECT a AS algorithm, c.*
+FROM unnest(ARRAY['fixed_window', 'token_bucket', 'gcra']) WITH ORDINALITY AS a(a, o),
+     LATERAL pg_temp.calls('demo:' || a, a, 'memory', 4) AS c
+ORDER BY o, c.call;
+
+\echo
+\echo '== Not transactional: a decision survives its transaction''s rollback, and read-only transactions decide'
+BEGIN;
+SELECT allowed, remaining FROM ratelimit.consume('api:rollback', 3, '10 seconds', p_engine => 'memory');
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT allowed, remaining FROM ratelimit.consume('api:rollback', 3, '10 seconds', p_engine => 'memory');
+COMMIT;
+RESET ratelimit.test_clock;
+
+\echo
+\echo '== A million decisions over 100,000 keys in one query (the store holds them all; see bench/memory.sh)'
+\timing on
+SELECT count(*) FILTER (WHERE (d).allowed) AS allowed
+FROM (SELECT ratelimit.consume('bulk:' || (g % 100000), 1000000, '1 hour', p_engine => 'memory') AS d
+      FROM generate_series(1, 1000000) AS g) AS s;
+\timing off
+
+\echo
+\echo '== Memory engine stats: keys tracked, capacity, shared memory, evictions, expiries, decisions'
+SELECT entries, capacity, shared_bytes, round(shared_bytes::numeric / capacity, 1) AS bytes_per_key,
+       evictions, expired, allowed, denied
+FROM ratelimit.memory_stats;

@@ -11,5 +11,6 @@ make -s install >/dev/null
 echo "build: ratelimit $(sed -n "s/^default_version = '\(.*\)'/\1/p" ratelimit.control) installed into $(pg_config --pkglibdir)"
 
 source scripts/cluster.sh
-cluster_start
+# The memory engine needs the library preloaded; its store holds 200,000 keys (about 25 MB).
+cluster_start "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_capacity = 200000"
 psql -X -q -v ON_ERROR_STOP=1 -f examples/demo.sql
