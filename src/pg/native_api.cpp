@@ -57,19 +57,31 @@ Micros now_checked() {
     return now;
 }
 
-// The schema the called function lives in, where its tables are; cached for the call site.
-Oid calling_schema(FunctionCallInfo fcinfo) {
+// What a call site looks up once and keeps for its later calls (in fn_extra, which lives as
+// long as the calling expression): the schema the function lives in, where its tables are, and
+// the descriptor of the decision row it returns.
+struct CallSite {
     Oid schema = InvalidOid;
+    TupleDesc decision = nullptr;
+};
+
+CallSite* call_site(FunctionCallInfo fcinfo) {
+    CallSite* site = nullptr;
     call_postgres([&] {
         FmgrInfo* flinfo = fcinfo->flinfo;
         if (flinfo->fn_extra == nullptr) {
-            Oid* cached = static_cast<Oid*>(MemoryContextAlloc(flinfo->fn_mcxt, sizeof(Oid)));
-            *cached = get_func_namespace(flinfo->fn_oid);
+            auto* cached =
+                static_cast<CallSite*>(MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(CallSite)));
+            cached->schema = get_func_namespace(flinfo->fn_oid);
             flinfo->fn_extra = cached;
         }
-        schema = *static_cast<Oid*>(flinfo->fn_extra);
+        site = static_cast<CallSite*>(flinfo->fn_extra);
     });
-    return schema;
+    return site;
+}
+
+Oid calling_schema(FunctionCallInfo fcinfo) {
+    return call_site(fcinfo)->schema;
 }
 
 KeyState state_of(const StoredKeyRow& row) {
@@ -119,22 +131,20 @@ Datum decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
                        Int64GetDatum(milliseconds_rounded_up(decision.retry_after)),
                        Int64GetDatum(milliseconds_rounded_up(decision.reset_after))};
     bool nulls[5] = {false, false, false, false, false};
+    CallSite* site = call_site(fcinfo);
     Datum result = 0;
     call_postgres([&] {
-        // The row type comes from the call expression and its descriptor from the type cache:
-        // no catalog lookup per call. Without an expression (a direct call), ask the catalog.
-        const Oid type = get_fn_expr_rettype(fcinfo->flinfo);
-        if (OidIsValid(type) && type != RECORDOID) {
-            TupleDesc desc = lookup_rowtype_tupdesc(type, -1);
-            result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
-            ReleaseTupleDesc(desc);
-        } else {
+        // The row's descriptor is built once per call site, blessed (so the row can be read
+        // back by its type id) and copied into the call site's memory.
+        if (site->decision == nullptr) {
             TupleDesc desc = nullptr;
             if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
                 elog(ERROR, "ratelimit: the function must return ratelimit.decision");
-            desc = BlessTupleDesc(desc);
-            result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+            MemoryContext caller = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+            site->decision = BlessTupleDesc(CreateTupleDescCopy(desc));
+            MemoryContextSwitchTo(caller);
         }
+        result = HeapTupleGetDatum(heap_form_tuple(site->decision, values, nulls));
     });
     return result;
 }
