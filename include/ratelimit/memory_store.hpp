@@ -79,6 +79,16 @@ struct MemoryStats {
     std::int64_t expired = 0;    // slots freed because their state had expired
     std::int64_t allowed = 0;    // consume calls allowed
     std::int64_t denied = 0;     // consume calls denied
+
+    MemoryStats& operator+=(const MemoryStats& other) noexcept {
+        entries += other.entries;
+        capacity += other.capacity;
+        evictions += other.evictions;
+        expired += other.expired;
+        allowed += other.allowed;
+        denied += other.denied;
+        return *this;
+    }
 };
 
 // What one partition's slots look like from outside, for saving: the state of one key.
@@ -159,6 +169,7 @@ class MemoryStore {
     MemorySlot* find(int partition, const KeyHash& key) noexcept;
     MemorySlot& insert(int partition, const KeyHash& key, Micros now) noexcept;
     void make_room(PartitionHeader& header, Micros now) noexcept;
+    void free_expired(PartitionHeader& header, Micros now) noexcept;
     void unlink_lru(PartitionHeader& header, std::uint32_t index) noexcept;
     void push_newest(PartitionHeader& header, std::uint32_t index) noexcept;
     void touch(PartitionHeader& header, std::uint32_t index) noexcept;

@@ -179,26 +179,30 @@ void MemoryStore::note_expiry(PartitionHeader& header, Micros expires_at) noexce
 }
 
 void MemoryStore::make_room(PartitionHeader& header, Micros now) noexcept {
-    if (now >= header.next_expiry) {
-        // Free every expired slot at once, and learn the earliest expiry of the rest, so the
-        // scan runs again only when some slot can have expired.
-        Micros next = kNever;
-        for (std::uint32_t i = header.first; i < header.first + header.count; ++i) {
-            if (!slots_[i].in_use)
-                continue;
-            if (slots_[i].expires_at <= now) {
-                free_slot(header, i);
-                ++header.expired;
-            } else {
-                next = std::min(next, slots_[i].expires_at);
-            }
-        }
-        header.next_expiry = next;
-    }
+    free_expired(header, now);
     if (header.free_head == kNoSlot) {
         free_slot(header, header.oldest);
         ++header.evictions;
     }
+}
+
+void MemoryStore::free_expired(PartitionHeader& header, Micros now) noexcept {
+    if (now < header.next_expiry)
+        return;
+    // Free every expired slot at once, and learn the earliest expiry of the rest, so the scan
+    // runs again only when some slot can have expired.
+    Micros next = kNever;
+    for (std::uint32_t i = header.first; i < header.first + header.count; ++i) {
+        if (!slots_[i].in_use)
+            continue;
+        if (slots_[i].expires_at <= now) {
+            free_slot(header, i);
+            ++header.expired;
+        } else {
+            next = std::min(next, slots_[i].expires_at);
+        }
+    }
+    header.next_expiry = next;
 }
 
 MemorySlot& MemoryStore::insert(int partition, const KeyHash& key, Micros now) noexcept {
@@ -320,21 +324,8 @@ bool MemoryStore::reset(int partition, const KeyHash& key) noexcept {
 
 std::int64_t MemoryStore::expire(int partition, Micros now) noexcept {
     PartitionHeader& header = partitions_[partition];
-    if (now < header.next_expiry)
-        return 0;
     const std::int64_t before = header.expired;
-    Micros next = kNever;
-    for (std::uint32_t i = header.first; i < header.first + header.count; ++i) {
-        if (!slots_[i].in_use)
-            continue;
-        if (slots_[i].expires_at <= now) {
-            free_slot(header, i);
-            ++header.expired;
-        } else {
-            next = std::min(next, slots_[i].expires_at);
-        }
-    }
-    header.next_expiry = next;
+    free_expired(header, now);
     return header.expired - before;
 }
 

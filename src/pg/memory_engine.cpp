@@ -308,14 +308,7 @@ MemoryStats memory_stats(std::int64_t* shared_bytes) {
         not_available();
     MemoryStats total;
     for (int p = 0; p < kMemoryPartitions; ++p) {
-        const MemoryStats part =
-            with_partition(p, LW_SHARED, [&](MemoryStore& store) { return store.stats(p); });
-        total.entries += part.entries;
-        total.capacity += part.capacity;
-        total.evictions += part.evictions;
-        total.expired += part.expired;
-        total.allowed += part.allowed;
-        total.denied += part.denied;
+        total += with_partition(p, LW_SHARED, [&](MemoryStore& store) { return store.stats(p); });
     }
     *shared_bytes = shared->store_bytes;
     return total;

@@ -38,15 +38,8 @@ class Store {
 
     MemoryStats totals() const {
         MemoryStats total;
-        for (int p = 0; p < kMemoryPartitions; ++p) {
-            const MemoryStats s = store_.stats(p);
-            total.entries += s.entries;
-            total.capacity += s.capacity;
-            total.evictions += s.evictions;
-            total.expired += s.expired;
-            total.allowed += s.allowed;
-            total.denied += s.denied;
-        }
+        for (int p = 0; p < kMemoryPartitions; ++p)
+            total += store_.stats(p);
         return total;
     }
 
