@@ -105,7 +105,7 @@ INSERT INTO native_test.bad_calls (functions, changes, sqlstate, parameter, why)
     -- algorithms and engines by exact name
     ('{decision}', '{"p_algorithm": "''leaky_bucket''"}', '22023', 'p_algorithm', 'unknown algorithm'),
     ('{decision}', '{"p_algorithm": "''''"}', '22023', 'p_algorithm', 'empty algorithm'),
-    ('{decision,reset,block,cleanup_key_state}', '{"p_engine": "''memory''"}', '22023', 'p_engine', 'unknown engine'),
+    ('{decision,reset,block,cleanup_key_state}', '{"p_engine": "''redis''"}', '22023', 'p_engine', 'unknown engine'),
     ('{decision,reset,block,cleanup_key_state}', '{"p_engine": "''''"}', '22023', 'p_engine', 'empty engine'),
     -- a burst belongs to the bucket algorithms only, and is at least 1
     ('{decision}', '{"p_burst": "3", "p_algorithm": "''fixed_window''"}', '22023', 'p_burst', 'burst with a window algorithm'),
