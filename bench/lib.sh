@@ -177,3 +177,29 @@ bench_finish() {
     # on them during its runs); on a throwaway one this costs nothing.
     psql -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE $database" >/dev/null
 }
+
+# choose VAR NAME VALUE ALLOWED...: the words of VALUE (spaces or commas) into array VAR; each
+# must be one of ALLOWED, so that a typo fails now rather than after twenty minutes.
+choose() {
+    local -n chosen="$1"
+    local name="$2" value="$3" word allowed found
+    shift 3
+    chosen=()
+    for word in ${value//,/ }; do
+        found=""
+        for allowed in "$@"; do
+            if [ "$word" = "$allowed" ]; then
+                found=1
+            fi
+        done
+        if [ -z "$found" ]; then
+            echo "$(basename "$0" .sh): $name: unknown \"$word\" (expected some of: $*)" >&2
+            exit 1
+        fi
+        chosen+=("$word")
+    done
+    if [ "${#chosen[@]}" -eq 0 ]; then
+        echo "$(basename "$0" .sh): $name selects nothing" >&2
+        exit 1
+    fi
+}

@@ -22,32 +22,6 @@ source bench/lib.sh
 
 started_at="$(date +%s)"
 
-# choose VAR NAME VALUE ALLOWED...: the words of VALUE (spaces or commas) into array VAR; each
-# must be one of ALLOWED, so that a typo fails now rather than after twenty minutes.
-choose() {
-    local -n chosen="$1"
-    local name="$2" value="$3" word allowed found
-    shift 3
-    chosen=()
-    for word in ${value//,/ }; do
-        found=""
-        for allowed in "$@"; do
-            if [ "$word" = "$allowed" ]; then
-                found=1
-            fi
-        done
-        if [ -z "$found" ]; then
-            echo "native: $name: unknown \"$word\" (expected some of: $*)" >&2
-            exit 1
-        fi
-        chosen+=("$word")
-    done
-    if [ "${#chosen[@]}" -eq 0 ]; then
-        echo "native: $name selects nothing" >&2
-        exit 1
-    fi
-}
-
 all_algorithms=(fixed_window rolling_window sliding_window sliding_window_counter token_bucket gcra)
 algorithms=() engines=() keysets=() clients_list=()
 choose algorithms BENCH_ALGORITHMS "${BENCH_ALGORITHMS:-${all_algorithms[*]}}" "${all_algorithms[@]}"
