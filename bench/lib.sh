@@ -203,3 +203,17 @@ choose() {
         exit 1
     fi
 }
+
+# bench_command SCRIPT FILTER...: sets `command`, the command line that repeats this pass (its
+# seconds and whichever filters were set), for the results file.
+bench_command() {
+    local script="$1" filter
+    shift
+    command="BENCH_SECONDS=$seconds BENCH_WARMUP_SECONDS=$warmup_seconds"
+    for filter in "$@"; do
+        if [ -n "${!filter:-}" ]; then
+            command+=" $filter=\"${!filter}\""
+        fi
+    done
+    command+=" bash $script"
+}

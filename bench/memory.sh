@@ -43,13 +43,7 @@ choose clients_list BENCH_CLIENTS "${BENCH_CLIENTS:-1 8 32}" $(seq 1 256)
 bench_init memory
 seconds="${BENCH_SECONDS:-5}"
 warmup_seconds="${BENCH_WARMUP_SECONDS:-2}"
-command="BENCH_SECONDS=$seconds BENCH_WARMUP_SECONDS=$warmup_seconds"
-for filter in BENCH_ALGORITHMS BENCH_KEYS BENCH_CLIENTS; do
-    if [ -n "${!filter:-}" ]; then
-        command+=" $filter=\"${!filter}\""
-    fi
-done
-command+=" bash bench/memory.sh"
+bench_command bench/memory.sh BENCH_ALGORITHMS BENCH_KEYS BENCH_CLIENTS
 
 # The engine's shared memory is sized at server start: room for 200,000 entries, twice the
 # 100k key set, so that no case runs into a full table (evictions are reported per case).
@@ -97,24 +91,12 @@ pg_host=127.0.0.1
 
 redis_dir="" redis_port="" redis_version=""
 
-redis_free_port() {
-    local port
-    for port in $(seq 63790 63899); do
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-            echo "$port"
-            return 0
-        fi
-    done
-    echo "memory: no free port in 63790-63899 for Redis" >&2
-    return 1
-}
-
 # No persistence (--save '', --appendonly no): the counters live in memory only, like the
 # memory engine's, and no fork or disk write disturbs a run. As root it runs as the redis user
 # of the Debian package, like the packaged service, never as root.
 redis_start() {
     redis_dir="$(mktemp -d /tmp/ratelimit-redis.XXXXXX)"
-    redis_port="$(redis_free_port)"
+    redis_port="$(cluster_free_port)"
     local run_as=()
     if [ "$(id -u)" -eq 0 ]; then
         chown redis:redis "$redis_dir"

@@ -34,13 +34,7 @@ bench_init native
 # closer at some cases, select them with the filters and give them a longer BENCH_SECONDS.
 seconds="${BENCH_SECONDS:-5}"
 warmup_seconds="${BENCH_WARMUP_SECONDS:-2}"
-command="BENCH_SECONDS=$seconds BENCH_WARMUP_SECONDS=$warmup_seconds"
-for filter in BENCH_ALGORITHMS BENCH_ENGINES BENCH_KEYS BENCH_CLIENTS; do
-    if [ -n "${!filter:-}" ]; then
-        command+=" $filter=\"${!filter}\""
-    fi
-done
-command+=" bash bench/native.sh"
+bench_command bench/native.sh BENCH_ALGORITHMS BENCH_ENGINES BENCH_KEYS BENCH_CLIENTS
 
 case_count=$((${#algorithms[@]} * ${#engines[@]} * ${#keysets[@]} * ${#clients_list[@]} * 2))
 floor_count=$((2 * ${#clients_list[@]}))

@@ -8,6 +8,7 @@
 #       sets CLUSTER_DIR, PGHOST (the socket directory), PGPORT, PGUSER, PGDATABASE
 #   cluster_stop
 #   cluster_restart [pg_ctl stop mode]
+#   cluster_server_stop [pg_ctl stop mode], cluster_server_start: the server only
 
 CLUSTER_BINDIR="$(pg_config --bindir)"
 
@@ -59,20 +60,28 @@ cluster_start() {
         done
     } >>"$CLUSTER_DIR/data/postgresql.conf"
 
+    cluster_server_start
+    export PGHOST="$CLUSTER_DIR/socket" PGPORT PGUSER=postgres PGDATABASE=postgres
+    echo "cluster: PostgreSQL running in $CLUSTER_DIR on port $PGPORT"
+}
+
+# The server alone, its cluster kept: for tests that stop, restart or crash it.
+cluster_server_start() {
     cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" \
         -l "$CLUSTER_DIR/server.log" -w -t 60 start >/dev/null || {
         cat "$CLUSTER_DIR/server.log" >&2
         return 1
     }
-    export PGHOST="$CLUSTER_DIR/socket" PGPORT PGUSER=postgres PGDATABASE=postgres
-    echo "cluster: PostgreSQL running in $CLUSTER_DIR on port $PGPORT"
+}
+
+cluster_server_stop() {
+    cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m "${1:-fast}" -w stop \
+        >/dev/null
 }
 
 cluster_restart() {
-    local mode="${1:-fast}"
-    cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m "$mode" -w stop >/dev/null
-    cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" \
-        -l "$CLUSTER_DIR/server.log" -w -t 60 start >/dev/null
+    cluster_server_stop "${1:-fast}"
+    cluster_server_start
 }
 
 cluster_stop() {

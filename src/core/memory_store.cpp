@@ -301,10 +301,8 @@ Micros MemoryStore::block(int partition, const KeyHash& key, Micros until, Micro
                           KeyState& scratch) {
     PartitionHeader& header = partitions_[partition];
     MemorySlot* slot = find(partition, key);
-    if (slot == nullptr) {
+    if (slot == nullptr)
         slot = &insert(partition, key, now);
-        slot->algorithm = static_cast<std::int16_t>(Algorithm::kNone);
-    }
     load_slot_state(*slot, scratch);
     block_until(scratch, until);
     const Micros expires_at = std::max(slot->expires_at, scratch.blocked_until);

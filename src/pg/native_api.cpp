@@ -65,23 +65,22 @@ struct CallSite {
     TupleDesc decision = nullptr;
 };
 
+// Called inside call_postgres().
 CallSite* call_site(FunctionCallInfo fcinfo) {
-    CallSite* site = nullptr;
-    call_postgres([&] {
-        FmgrInfo* flinfo = fcinfo->flinfo;
-        if (flinfo->fn_extra == nullptr) {
-            auto* cached =
-                static_cast<CallSite*>(MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(CallSite)));
-            cached->schema = get_func_namespace(flinfo->fn_oid);
-            flinfo->fn_extra = cached;
-        }
-        site = static_cast<CallSite*>(flinfo->fn_extra);
-    });
-    return site;
+    FmgrInfo* flinfo = fcinfo->flinfo;
+    if (flinfo->fn_extra == nullptr) {
+        auto* site =
+            static_cast<CallSite*>(MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(CallSite)));
+        site->schema = get_func_namespace(flinfo->fn_oid);
+        flinfo->fn_extra = site;
+    }
+    return static_cast<CallSite*>(flinfo->fn_extra);
 }
 
 Oid calling_schema(FunctionCallInfo fcinfo) {
-    return call_site(fcinfo)->schema;
+    Oid schema = InvalidOid;
+    call_postgres([&] { schema = call_site(fcinfo)->schema; });
+    return schema;
 }
 
 KeyState state_of(const StoredKeyRow& row) {
@@ -131,9 +130,9 @@ Datum decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
                        Int64GetDatum(milliseconds_rounded_up(decision.retry_after)),
                        Int64GetDatum(milliseconds_rounded_up(decision.reset_after))};
     bool nulls[5] = {false, false, false, false, false};
-    CallSite* site = call_site(fcinfo);
     Datum result = 0;
     call_postgres([&] {
+        CallSite* site = call_site(fcinfo);
         // The row's descriptor is built once per call site, blessed (so the row can be read
         // back by its type id) and copied into the call site's memory.
         if (site->decision == nullptr) {

@@ -60,8 +60,7 @@ crash_and_start() {
             sleep 0.1
         done
     done
-    cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" \
-        -l "$CLUSTER_DIR/server.log" -w -t 60 start >/dev/null
+    cluster_server_start
 }
 
 echo "# a server with the library preloaded"
@@ -120,12 +119,11 @@ sql "SELECT pg_reload_conf()" >/dev/null
 
 # ---- a damaged file ----------------------------------------------------------------------
 consume damaged 5 >/dev/null
-cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null
+cluster_server_stop
 # Flip one byte in the middle of the saved entries: the CRC must catch it.
 size="$(stat -c %s "$(state_file)")"
 printf '\xff' | dd of="$(state_file)" bs=1 seek=$((size / 2)) conv=notrunc status=none
-cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/server.log" \
-    -w -t 60 start >/dev/null
+cluster_server_start
 is "$(sql 'SELECT entries FROM ratelimit.memory_stats')" "0" "a damaged state file is ignored"
 ok "$(grep -q 'ignoring .*ratelimit_memory.state.*checksum does not match' "$CLUSTER_DIR/server.log"; echo $?)" \
     "and the log says why"
