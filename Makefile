@@ -12,6 +12,7 @@ CORE_OBJS = \
 	src/core/identity.o \
 	src/core/key_hash.o \
 	src/core/memory_store.o \
+	src/core/offender_table.o \
 	src/core/second_buckets.o \
 	src/core/validation.o
 PG_OBJS = \
@@ -24,6 +25,7 @@ PG_OBJS = \
 	src/pg/memory_worker.o \
 	src/pg/module.o \
 	src/pg/native_api.o \
+	src/pg/policy_counters.o \
 	src/pg/rate_limit_buckets.o \
 	src/pg/rate_limits.o \
 	src/pg/result_row.o \
@@ -36,7 +38,7 @@ OBJS = $(CORE_OBJS) $(PG_OBJS)
 # object has one source. Released scripts are never edited: changes go in a new upgrade script.
 BASE_VERSION = 0.1.0
 UPGRADE_CHAIN = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
-	sql/$(EXTENSION)--0.3.0--0.4.0.sql
+	sql/$(EXTENSION)--0.3.0--0.4.0.sql sql/$(EXTENSION)--0.4.0--0.5.0.sql
 DATA = sql/$(EXTENSION)--$(BASE_VERSION).sql $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = build/$(EXTENSION)--$(EXTVERSION).sql
 

@@ -29,6 +29,7 @@
 // otherwise the file is deleted once loaded and a crash starts empty.
 #include "pg/memory_engine.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <stdexcept>
@@ -301,6 +302,48 @@ Micros memory_block(const MemoryKey& key, Micros until, Micros now) {
 bool memory_reset(const MemoryKey& key) {
     return with_partition(key.partition, LW_EXCLUSIVE,
                           [&](MemoryStore& store) { return store.reset(key.partition, key.hash); });
+}
+
+bool memory_consume_all(MemoryTierCall* calls, int count, Micros now, std::int64_t cost,
+                        bool charge) {
+    int partitions[kMemoryPartitions];
+    int locked = 0;
+    for (int i = 0; i < count; ++i)
+        partitions[locked++] = calls[i].key.partition;
+    std::sort(partitions, partitions + locked);
+    locked = static_cast<int>(std::unique(partitions, partitions + locked) - partitions);
+    int held = 0;
+    try {
+        for (; held < locked; ++held) {
+            LWLock* lock = partition_lock(partitions[held]);
+            call_postgres([&] { LWLockAcquire(lock, LW_EXCLUSIVE); });
+        }
+        MemoryStore store = MemoryStore::attach(store_block());
+        KeyState& scratch = scratch_state();
+        bool allowed = true;
+        for (int i = 0; i < count; ++i) {
+            MemoryTierCall& call = calls[i];
+            call.before = store.decide(call.key.partition, call.key.hash, call.limit, now, cost,
+                                       Action::kPeek, scratch);
+            if (call.enforced && !call.before.allowed)
+                allowed = false;
+        }
+        for (int i = 0; charge && allowed && i < count; ++i) {
+            MemoryTierCall& call = calls[i];
+            if (!call.before.allowed)
+                continue;
+            call.result = store.decide(call.key.partition, call.key.hash, call.limit, now, cost,
+                                       Action::kConsume, scratch);
+            call.charged = true;
+        }
+        while (held > 0)
+            LWLockRelease(partition_lock(partitions[--held]));
+        return allowed;
+    } catch (...) {
+        while (held > 0)
+            LWLockRelease(partition_lock(partitions[--held]));
+        throw;
+    }
 }
 
 MemoryStats memory_stats(std::int64_t* shared_bytes) {

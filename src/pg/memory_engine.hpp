@@ -32,6 +32,24 @@ Decision memory_decide(const MemoryKey& key, const Limit& limit, Micros now, std
 Micros memory_block(const MemoryKey& key, Micros until, Micros now);
 bool memory_reset(const MemoryKey& key);
 
+// One key of an all-or-nothing decision over several keys (ratelimit.consume_all).
+struct MemoryTierCall {
+    MemoryKey key;
+    Limit limit;
+    bool enforced = true;  // a denial here denies the whole call (false: shadow, only reported)
+    Decision before;       // what a peek says, before anything is charged
+    Decision result;       // the consume's decision, when `charged`
+    bool charged = false;
+};
+
+// Decides `calls` as one: every partition they live in is locked for the whole decision (in
+// partition order, so two such decisions cannot deadlock). If every enforced call would be
+// allowed, each call that would be allowed is charged and true is returned; otherwise nothing
+// changes and false is returned. With `charge` false, only the peeks are made (to report the
+// keys when another engine's tier has already denied). No two calls may have the same key.
+bool memory_consume_all(MemoryTierCall* calls, int count, Micros now, std::int64_t cost,
+                        bool charge);
+
 // Summed over partitions, each read under its lock; `shared_bytes` is the store's block.
 MemoryStats memory_stats(std::int64_t* shared_bytes);
 

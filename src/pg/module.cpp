@@ -2,6 +2,7 @@
 // what it owns.
 #include "pg/clock.hpp"
 #include "pg/memory_engine.hpp"
+#include "pg/policy_counters.hpp"
 #include "pg/postgres.hpp"
 
 extern "C" {
@@ -12,11 +13,14 @@ void _PG_init(void);
 void _PG_init(void) {
     ratelimit::pg::define_clock_settings();
     ratelimit::pg::define_memory_settings();
+    ratelimit::pg::define_policy_settings();
     // The memory engine's shared memory can only be requested while the postmaster loads
     // shared_preload_libraries; loaded later, the library serves the table engines and the
     // memory engine answers every call with an error naming that setting.
-    if (process_shared_preload_libraries_in_progress)
+    if (process_shared_preload_libraries_in_progress) {
         ratelimit::pg::install_memory_engine();
+        ratelimit::pg::install_policy_counters();
+    }
 #if PG_VERSION_NUM >= 150000
     MarkGUCPrefixReserved("ratelimit");
 #else

@@ -3,8 +3,11 @@
 // argument) before any state is touched; the decision itself is the core's; this file only
 // moves a key's state between its engine and the core (src/pg/key_state_table.hpp and
 // src/pg/memory_engine.cpp say how each stays exact).
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
@@ -14,10 +17,14 @@
 #include "pg/postgres.hpp"
 
 extern "C" {
+#include "utils/array.h"
+#include "utils/resowner.h"
 #include "utils/typcache.h"
 }
 #include "ratelimit/algorithms.hpp"
 #include "ratelimit/engine.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/validation.hpp"
 
 namespace ratelimit::pg {
 namespace {
@@ -134,13 +141,20 @@ Datum decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
     call_postgres([&] {
         CallSite* site = call_site(fcinfo);
         // The row's descriptor is built once per call site, blessed (so the row can be read
-        // back by its type id) and copied into the call site's memory.
+        // back by its type id) and copied into the call site's memory. A function returning
+        // ratelimit.decision[] gets its element type's descriptor.
         if (site->decision == nullptr) {
-            TupleDesc desc = nullptr;
-            if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-                elog(ERROR, "ratelimit: the function must return ratelimit.decision");
+            const Oid element = get_element_type(get_func_rettype(fcinfo->flinfo->fn_oid));
             MemoryContext caller = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-            site->decision = BlessTupleDesc(CreateTupleDescCopy(desc));
+            TupleDesc desc = nullptr;
+            if (OidIsValid(element)) {
+                desc = lookup_rowtype_tupdesc_copy(element, -1);
+            } else if (get_call_result_type(fcinfo, nullptr, &desc) == TYPEFUNC_COMPOSITE) {
+                desc = CreateTupleDescCopy(desc);
+            } else {
+                elog(ERROR, "ratelimit: the function must return ratelimit.decision");
+            }
+            site->decision = BlessTupleDesc(desc);
             MemoryContextSwitchTo(caller);
         }
         result = HeapTupleGetDatum(heap_form_tuple(site->decision, values, nulls));
@@ -254,6 +268,358 @@ Datum block_body(FunctionCallInfo fcinfo) {
     return TimestampTzGetDatum(to_timestamptz(blocked_until));
 }
 
+// ---- consume_all: several limits decided as one --------------------------------------------
+
+// More tiers would only hold more partition locks at once; real checks use two to four.
+constexpr int kMaxTiers = 16;
+
+// One array argument, deconstructed: `values` and `nulls` live in the call's memory.
+struct ArrayArgument {
+    Datum* values = nullptr;
+    bool* nulls = nullptr;
+    int count = 0;
+    bool given = false;
+};
+
+ArrayArgument array_argument(FunctionCallInfo fcinfo, int index, const char* name, Oid element,
+                             bool required) {
+    ArrayArgument array;
+    if (PG_ARGISNULL(index)) {
+        if (required)
+            throw ArgumentError::null(name);
+        return array;
+    }
+    array.given = true;
+    int dimensions = 0;
+    call_postgres([&] {
+        ArrayType* value = PG_GETARG_ARRAYTYPE_P(index);
+        dimensions = ARR_NDIM(value);
+        if (dimensions <= 1) {
+            int16 length = 0;
+            bool by_value = false;
+            char align = 0;
+            get_typlenbyvalalign(element, &length, &by_value, &align);
+            deconstruct_array(value, element, length, by_value, align, &array.values,
+                              &array.nulls, &array.count);
+        }
+    });
+    if (dimensions > 1)
+        throw ArgumentError::invalid(name, "must be a one-dimensional array");
+    return array;
+}
+
+// The element's name in messages: p_limits[2] for the second limit (SQL arrays count from 1).
+std::string element_name(const char* array, int index) {
+    return std::string(array) + "[" + std::to_string(index + 1) + "]";
+}
+
+// Re-raises a core error about a scalar argument (p_limit) as one about the array element it
+// came from (p_limits[2]), keeping the rest of the message.
+[[noreturn]] void rethrow_for_element(const ArgumentError& error, int index) {
+    static const std::pair<const char*, const char*> kArrays[] = {
+        {"p_key", "p_keys"},       {"p_limit", "p_limits"},       {"p_period", "p_periods"},
+        {"p_burst", "p_bursts"},   {"p_algorithm", "p_algorithms"}, {"p_engine", "p_engines"}};
+    for (const auto& [scalar, array] : kArrays) {
+        if (error.argument() == scalar) {
+            const std::string name = element_name(array, index);
+            const std::string detail = std::string(error.what()).substr(error.argument().size());
+            throw ArgumentError(error.kind(), name, name + detail);
+        }
+    }
+    throw error;
+}
+
+struct Tier {
+    Datum key = 0;  // a text datum
+    Limit limit;
+    Engine engine = Engine::kTable;
+    bool enforced = true;
+    Decision before;  // the tier as it stands, before this call charges anything
+    Decision result;  // what the call did to it, when `charged`
+    bool charged = false;
+};
+
+std::string_view text_bytes(Datum value) {
+    const text* t = reinterpret_cast<const text*>(DatumGetPointer(value));
+    return std::string_view(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+std::vector<Tier> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost) {
+    const ArrayArgument keys = array_argument(fcinfo, 0, "p_keys", TEXTOID, true);
+    const ArrayArgument limits = array_argument(fcinfo, 1, "p_limits", INT4OID, true);
+    const ArrayArgument periods = array_argument(fcinfo, 2, "p_periods", INTERVALOID, true);
+    const ArrayArgument algorithms = array_argument(fcinfo, 3, "p_algorithms", TEXTOID, false);
+    const ArrayArgument engines = array_argument(fcinfo, 4, "p_engines", TEXTOID, false);
+    const ArrayArgument bursts = array_argument(fcinfo, 5, "p_bursts", INT4OID, false);
+    const ArrayArgument enforced = array_argument(fcinfo, 6, "p_enforced", BOOLOID, false);
+    *cost = int32_argument(fcinfo, 7, "p_cost");
+
+    const int count = keys.count;
+    if (count < 1 || count > kMaxTiers)
+        throw ArgumentError::invalid("p_keys", "must have 1 to " + std::to_string(kMaxTiers) +
+                                                   " elements (got " + std::to_string(count) +
+                                                   ")");
+    const std::pair<const char*, const ArrayArgument*> same_length[] = {
+        {"p_limits", &limits},   {"p_periods", &periods}, {"p_algorithms", &algorithms},
+        {"p_engines", &engines}, {"p_bursts", &bursts},   {"p_enforced", &enforced}};
+    for (const auto& [name, array] : same_length) {
+        if (array->given && array->count != count)
+            throw ArgumentError::invalid(name, "must have as many elements as p_keys (" +
+                                                   std::to_string(count) + ", got " +
+                                                   std::to_string(array->count) + ")");
+    }
+
+    std::vector<Tier> tiers(count);
+    for (int i = 0; i < count; ++i) {
+        Tier& tier = tiers[i];
+        try {
+            if (keys.nulls[i])
+                throw ArgumentError::null("p_key");
+            if (limits.nulls[i])
+                throw ArgumentError::null("p_limit");
+            if (periods.nulls[i])
+                throw ArgumentError::null("p_period");
+            call_postgres([&] { tier.key = PointerGetDatum(PG_DETOAST_DATUM_PACKED(keys.values[i])); });
+            require_key("p_key", text_bytes(tier.key).size());
+            const Interval* span = DatumGetIntervalP(periods.values[i]);
+            const Micros period = interval_length("p_period", span->month, span->day, span->time);
+            Algorithm algorithm = Algorithm::kFixedWindow;
+            if (algorithms.given) {
+                if (algorithms.nulls[i])
+                    throw ArgumentError::null("p_algorithm");
+                algorithm = parse_algorithm("p_algorithm", text_bytes(algorithms.values[i]));
+            }
+            if (engines.given) {
+                if (engines.nulls[i])
+                    throw ArgumentError::null("p_engine");
+                tier.engine = parse_engine("p_engine", text_bytes(engines.values[i]));
+            }
+            std::optional<std::int64_t> burst;
+            if (bursts.given && !bursts.nulls[i])
+                burst = DatumGetInt32(bursts.values[i]);
+            tier.limit = make_limit(algorithm, DatumGetInt32(limits.values[i]), period, burst);
+            if (tier.engine == Engine::kMemory)
+                require_memory_limit(tier.limit);
+        } catch (const ArgumentError& error) {
+            rethrow_for_element(error, i);
+        }
+        if (enforced.given) {
+            if (enforced.nulls[i])
+                throw ArgumentError::null(element_name("p_enforced", i));
+            tier.enforced = DatumGetBool(enforced.values[i]);
+        }
+        try {
+            require_valid_cost(tier.limit, *cost);
+        } catch (const ArgumentError& error) {
+            throw ArgumentError(error.kind(), "p_cost",
+                                std::string(error.what()) + " (for " +
+                                    element_name("p_keys", i) + ")");
+        }
+        for (int j = 0; j < i; ++j) {
+            if (tiers[j].engine == tier.engine && text_bytes(tiers[j].key) == text_bytes(tier.key))
+                throw ArgumentError::invalid(element_name("p_keys", i),
+                                             "repeats p_keys[" + std::to_string(j + 1) +
+                                                 "] on the same engine: each key may appear once");
+        }
+    }
+    return tiers;
+}
+
+// The table tiers of one call, decided inside a subtransaction so that a denial anywhere can
+// undo what the earlier tiers charged. Keys are taken in (engine, key) order, so two calls
+// over the same keys lock their rows in the same order and cannot deadlock.
+class TableTiers {
+  public:
+    TableTiers(FunctionCallInfo fcinfo, std::vector<Tier>& tiers) : fcinfo_(fcinfo) {
+        for (Tier& tier : tiers) {
+            if (tier.engine != Engine::kMemory)
+                tiers_.push_back(&tier);
+        }
+        std::sort(tiers_.begin(), tiers_.end(), [](const Tier* a, const Tier* b) {
+            if (a->engine != b->engine)
+                return a->engine < b->engine;
+            return text_bytes(a->key) < text_bytes(b->key);
+        });
+    }
+
+    bool empty() const { return tiers_.empty(); }
+
+    // Charges every table tier that allows; true if every enforced one did.
+    bool consume(Micros now, std::int64_t cost) {
+        const Oid schema = calling_schema(fcinfo_);
+        call_postgres([&] {
+            caller_context_ = CurrentMemoryContext;
+            caller_owner_ = CurrentResourceOwner;
+            BeginInternalSubTransaction(nullptr);
+            MemoryContextSwitchTo(caller_context_);
+        });
+        open_ = true;
+        bool allowed = true;
+        for (Engine engine : {Engine::kTable, Engine::kUnlogged}) {
+            KeyStateTable table;
+            bool opened = false;
+            for (Tier* tier : tiers_) {
+                if (tier->engine != engine)
+                    continue;
+                if (!opened) {
+                    call_postgres([&] {
+                        open_key_state_table(schema, engine, true, "ratelimit.consume_all()",
+                                             &table);
+                    });
+                    opened = true;
+                }
+                decide_tier(table, *tier, now, cost);
+                if (tier->enforced && !tier->before.allowed)
+                    allowed = false;
+            }
+            if (opened)
+                call_postgres([&] { close_key_state_table(&table); });
+        }
+        return allowed;
+    }
+
+    // Ends the subtransaction: keeps what it charged, or undoes all of it.
+    void finish(bool keep) {
+        if (!open_)
+            return;
+        open_ = false;
+        call_postgres([&] {
+            if (keep)
+                ReleaseCurrentSubTransaction();
+            else
+                RollbackAndReleaseCurrentSubTransaction();
+            MemoryContextSwitchTo(caller_context_);
+            CurrentResourceOwner = caller_owner_;
+        });
+        if (!keep) {
+            for (Tier* tier : tiers_)
+                tier->charged = false;
+        }
+    }
+
+    // On an error: the subtransaction must be gone before the error travels on, or whoever
+    // catches it would roll back ours instead of theirs.
+    void abandon() noexcept {
+        if (!open_)
+            return;
+        open_ = false;
+        try {
+            call_postgres([&] {
+                RollbackAndReleaseCurrentSubTransaction();
+                MemoryContextSwitchTo(caller_context_);
+                CurrentResourceOwner = caller_owner_;
+            });
+        } catch (...) {
+            // The error already in flight is the one to report; the transaction aborts anyway.
+        }
+    }
+
+  private:
+    static void decide_tier(const KeyStateTable& table, Tier& tier, Micros now,
+                            std::int64_t cost) {
+        for (bool written = false; !written;) {
+            StoredKeyRow row;
+            call_postgres([&] { read_key_row(table, tier.key, true, &row); });
+            KeyState state = state_of(row);
+            KeyState unchanged = state;
+            tier.before = decide(tier.limit, unchanged, now, cost, Action::kPeek);
+            if (!tier.before.allowed)
+                return;
+            tier.result = decide(tier.limit, state, now, cost, Action::kConsume);
+            tier.charged = true;
+            if (!tier.result.state_changed)
+                return;
+            store_state(state, idle_from(tier.limit, state), &row);
+            call_postgres([&] { written = write_key_row(table, tier.key, row); });
+        }
+    }
+
+    FunctionCallInfo fcinfo_;
+    std::vector<Tier*> tiers_;
+    bool open_ = false;
+    MemoryContext caller_context_ = nullptr;
+    ResourceOwner caller_owner_ = nullptr;
+};
+
+bool consume_memory_tiers(std::vector<Tier>& tiers, Micros now, std::int64_t cost, bool charge) {
+    std::vector<MemoryTierCall> calls;
+    std::vector<Tier*> owners;
+    for (Tier& tier : tiers) {
+        if (tier.engine != Engine::kMemory)
+            continue;
+        MemoryTierCall call;
+        call.key = memory_key(tier.key);
+        call.limit = tier.limit;
+        call.enforced = tier.enforced;
+        calls.push_back(call);
+        owners.push_back(&tier);
+    }
+    if (calls.empty())
+        return true;
+    const bool allowed =
+        memory_consume_all(calls.data(), static_cast<int>(calls.size()), now, cost, charge);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        owners[i]->before = calls[i].before;
+        owners[i]->result = calls[i].result;
+        owners[i]->charged = calls[i].charged;
+    }
+    return allowed;
+}
+
+// ratelimit.consume_all(): see sql/ratelimit--0.4.0--0.5.0.sql.
+Datum consume_all_body(FunctionCallInfo fcinfo) {
+    std::int64_t cost = 0;
+    std::vector<Tier> tiers = read_tiers(fcinfo, &cost);
+    const Micros now = now_checked();
+
+    TableTiers table_tiers(fcinfo, tiers);
+    bool allowed = true;
+    try {
+        if (!table_tiers.empty())
+            allowed = table_tiers.consume(now, cost);
+        // The memory tiers are decided last: they cannot be undone, so they are charged only
+        // once the table tiers have allowed, and the table tiers are undone if a memory tier
+        // denies. After a table denial they are only looked at, for the report.
+        allowed = consume_memory_tiers(tiers, now, cost, allowed) && allowed;
+        table_tiers.finish(allowed);
+    } catch (...) {
+        table_tiers.abandon();
+        throw;
+    }
+
+    Datum* elements = nullptr;
+    Datum result = 0;
+    call_postgres([&] {
+        elements = static_cast<Datum*>(palloc(sizeof(Datum) * tiers.size()));
+    });
+    for (std::size_t i = 0; i < tiers.size(); ++i) {
+        const Tier& tier = tiers[i];
+        elements[i] = decision_datum(fcinfo, allowed && tier.charged ? tier.result : tier.before);
+    }
+    call_postgres([&] {
+        const Oid row_type = call_site(fcinfo)->decision->tdtypeid;
+        result = PointerGetDatum(construct_array(elements, static_cast<int>(tiers.size()),
+                                                 row_type, -1, false, TYPALIGN_DOUBLE));
+    });
+    return result;
+}
+
+// ratelimit.validate_limit(): the checks consume makes on its settings, and nothing else.
+Datum validate_limit_body(FunctionCallInfo fcinfo) {
+    const std::int32_t limit = int32_argument(fcinfo, 0, "p_limit");
+    const Micros period = interval_argument(fcinfo, 1, "p_period");
+    const Algorithm algorithm =
+        parse_algorithm("p_algorithm", name_argument(fcinfo, 2, "p_algorithm"));
+    const Engine engine = read_engine(fcinfo, 3);
+    std::optional<std::int64_t> burst;
+    if (!PG_ARGISNULL(4))
+        burst = PG_GETARG_INT32(4);
+    const Limit checked = make_limit(algorithm, limit, period, burst);
+    if (engine == Engine::kMemory)
+        require_memory_limit(checked);
+    PG_RETURN_VOID();
+}
+
 // ratelimit.memory_stats(): one row of the memory engine's counters.
 Datum memory_stats_body(FunctionCallInfo fcinfo) {
     std::int64_t shared_bytes = 0;
@@ -282,4 +648,6 @@ RATELIMIT_SQL_FUNCTION(ratelimit_peek, ratelimit::pg::peek_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_refund, ratelimit::pg::refund_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset, ratelimit::pg::reset_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block, ratelimit::pg::block_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_consume_all, ratelimit::pg::consume_all_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_validate_limit, ratelimit::pg::validate_limit_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_memory_stats, ratelimit::pg::memory_stats_body)

@@ -1,0 +1,63 @@
+// Top offenders: the (policy, subject) pairs denied most often, kept in a fixed table of
+// kOffenderSlots entries (shared memory, in the server) with the space-saving algorithm: a pair
+// already in the table counts up; a new pair takes a free entry, or else replaces the entry
+// with the fewest denials and inherits its count as a possible overcount. Every pair denied
+// more than (all denials / kOffenderSlots) times is guaranteed to be in the table, and each
+// entry's true count lies between `denials - overcount` and `denials`.
+//
+// Locking is the caller's: record() and snapshot() need the table's lock (exclusive, shared).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ratelimit/time.hpp"
+
+namespace ratelimit {
+
+constexpr int kOffenderSlots = 128;
+constexpr std::size_t kOffenderPolicyBytes = 63;   // policy names are at most this long
+constexpr std::size_t kOffenderSubjectBytes = 256;  // kMaxKeyBytes
+
+struct OffenderSlot {
+    std::int64_t denials;  // 0: free
+    std::int64_t overcount;
+    Micros first_at;
+    Micros last_at;
+    std::uint16_t policy_bytes;
+    std::uint16_t subject_bytes;
+    char policy[kOffenderPolicyBytes];
+    char subject[kOffenderSubjectBytes];
+};
+
+struct Offender {
+    std::string_view policy;
+    std::string_view subject;
+    std::int64_t denials = 0;
+    std::int64_t overcount = 0;
+    Micros first_at = 0;
+    Micros last_at = 0;
+};
+
+class OffenderTable {
+  public:
+    static constexpr std::size_t kBytes = sizeof(OffenderSlot) * kOffenderSlots;
+
+    // `slots` points at kOffenderSlots slots, zeroed (all free) before first use.
+    explicit OffenderTable(OffenderSlot* slots) noexcept : slots_(slots) {}
+
+    // Counts one denial of `subject` under `policy` (both cut to their maximum length).
+    void record(std::string_view policy, std::string_view subject, Micros now) noexcept;
+
+    // The entries in use, most denials first; the views point into the table.
+    std::vector<Offender> snapshot() const;
+
+    void clear() noexcept;
+
+  private:
+    OffenderSlot* slots_;
+};
+
+}  // namespace ratelimit

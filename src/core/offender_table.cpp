@@ -1,0 +1,64 @@
+#include "ratelimit/offender_table.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ratelimit {
+namespace {
+
+bool holds(const OffenderSlot& slot, std::string_view policy, std::string_view subject) noexcept {
+    return slot.denials > 0 && std::string_view(slot.policy, slot.policy_bytes) == policy &&
+           std::string_view(slot.subject, slot.subject_bytes) == subject;
+}
+
+}  // namespace
+
+void OffenderTable::record(std::string_view policy, std::string_view subject,
+                           Micros now) noexcept {
+    policy = policy.substr(0, kOffenderPolicyBytes);
+    subject = subject.substr(0, kOffenderSubjectBytes);
+    OffenderSlot* fewest = &slots_[0];
+    for (int i = 0; i < kOffenderSlots; ++i) {
+        OffenderSlot& slot = slots_[i];
+        if (holds(slot, policy, subject)) {
+            ++slot.denials;
+            slot.last_at = now;
+            return;
+        }
+        if (slot.denials < fewest->denials)
+            fewest = &slot;
+    }
+    // Not in the table: take a free entry (denials 0) or the one with the fewest denials, whose
+    // count the newcomer inherits, since it may have been denied that often unseen.
+    const std::int64_t inherited = fewest->denials;
+    fewest->overcount = inherited;
+    fewest->denials = inherited + 1;
+    fewest->first_at = now;
+    fewest->last_at = now;
+    fewest->policy_bytes = static_cast<std::uint16_t>(policy.size());
+    fewest->subject_bytes = static_cast<std::uint16_t>(subject.size());
+    std::memcpy(fewest->policy, policy.data(), policy.size());
+    std::memcpy(fewest->subject, subject.data(), subject.size());
+}
+
+std::vector<Offender> OffenderTable::snapshot() const {
+    std::vector<Offender> result;
+    for (int i = 0; i < kOffenderSlots; ++i) {
+        const OffenderSlot& slot = slots_[i];
+        if (slot.denials == 0)
+            continue;
+        result.push_back(Offender{std::string_view(slot.policy, slot.policy_bytes),
+                                  std::string_view(slot.subject, slot.subject_bytes),
+                                  slot.denials, slot.overcount, slot.first_at, slot.last_at});
+    }
+    std::stable_sort(result.begin(), result.end(), [](const Offender& a, const Offender& b) {
+        return a.denials > b.denials;
+    });
+    return result;
+}
+
+void OffenderTable::clear() noexcept {
+    std::memset(static_cast<void*>(slots_), 0, kBytes);
+}
+
+}  // namespace ratelimit

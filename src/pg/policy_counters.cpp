@@ -1,0 +1,329 @@
+// Per-policy counters and top offenders in shared memory.
+//
+// Locking rules:
+//  - Counters are found by hashing the policy name into a fixed open-addressing table. A slot,
+//    once named, keeps its name until the server stops, so finding one needs no lock: the name
+//    is written first and the slot published after a write barrier. Naming a slot takes the
+//    counters lock exclusively (and looks again under it, so a name is never placed twice).
+//  - The counts are atomics, added to without any lock: calls on one policy never wait for
+//    each other here.
+//  - The offenders table (ratelimit/offender_table.hpp) is written only on a denial, under the
+//    offenders lock held exclusively; reading it takes that lock shared.
+#include "pg/policy_counters.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pg/clock.hpp"
+#include "pg/guard.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/offender_table.hpp"
+
+extern "C" {
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/array.h"
+}
+
+namespace ratelimit::pg {
+namespace {
+
+constexpr const char* kTrancheName = "ratelimit policy counters";
+constexpr int kCounterSlots = 1024;  // distinct policy names counted since start
+constexpr std::size_t kNameBytes = 64;
+
+struct PolicyCounter {
+    pg_atomic_uint32 published;  // 0: free; 1: name set, counting
+    char name[kNameBytes];
+    pg_atomic_uint64 allowed;
+    pg_atomic_uint64 denied;
+    pg_atomic_uint64 shadow_denied;
+};
+
+struct SharedCounters {
+    LWLockPadded* locks;  // [0] naming counters, [1] the offenders table
+    Micros started_at;
+    PolicyCounter counters[kCounterSlots];
+    OffenderSlot offenders[kOffenderSlots];
+};
+
+int denial_log_size_setting = 10000;
+double denial_log_sample_rate_setting = 1.0;
+
+shmem_request_hook_type previous_shmem_request_hook = nullptr;
+shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
+SharedCounters* shared = nullptr;
+
+void request_shared_memory() {
+    if (previous_shmem_request_hook != nullptr)
+        previous_shmem_request_hook();
+    RequestAddinShmemSpace(MAXALIGN(sizeof(SharedCounters)));
+    RequestNamedLWLockTranche(kTrancheName, 2);
+}
+
+void start_shared_memory() {
+    if (previous_shmem_startup_hook != nullptr)
+        previous_shmem_startup_hook();
+    bool found = false;
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    shared = static_cast<SharedCounters*>(
+        ShmemInitStruct(kTrancheName, sizeof(SharedCounters), &found));
+    if (!found) {
+        std::memset(static_cast<void*>(shared), 0, sizeof(SharedCounters));
+        shared->locks = GetNamedLWLockTranche(kTrancheName);
+        shared->started_at = clock_now();
+        for (PolicyCounter& counter : shared->counters) {
+            pg_atomic_init_u32(&counter.published, 0);
+            pg_atomic_init_u64(&counter.allowed, 0);
+            pg_atomic_init_u64(&counter.denied, 0);
+            pg_atomic_init_u64(&counter.shadow_denied, 0);
+        }
+    }
+    LWLockRelease(AddinShmemInitLock);
+}
+
+[[noreturn]] void not_available() {
+    call_postgres([] {
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("policy counters are not available: ratelimit is not in "
+                        "shared_preload_libraries"),
+                 errhint("Add ratelimit to shared_preload_libraries in postgresql.conf and "
+                         "restart the server.")));
+    });
+    throw std::logic_error("unreachable");
+}
+
+bool names(const PolicyCounter& counter, std::string_view name) {
+    return std::strncmp(counter.name, name.data(), name.size()) == 0 &&
+           counter.name[name.size()] == '\0';
+}
+
+// The counter of `name`, named on first use; null when every slot is taken.
+PolicyCounter* counter_of(std::string_view name) {
+    name = name.substr(0, kNameBytes - 1);
+    const std::uint32_t start =
+        hash_bytes(reinterpret_cast<const unsigned char*>(name.data()), static_cast<int>(name.size()));
+    for (int pass = 0; pass < 2; ++pass) {
+        LWLock* naming = &shared->locks[0].lock;
+        if (pass == 1)
+            call_postgres([&] { LWLockAcquire(naming, LW_EXCLUSIVE); });
+        for (int probe = 0; probe < kCounterSlots; ++probe) {
+            PolicyCounter& counter = shared->counters[(start + probe) % kCounterSlots];
+            if (pg_atomic_read_u32(&counter.published) == 1) {
+                pg_read_barrier();
+                if (names(counter, name)) {
+                    if (pass == 1)
+                        LWLockRelease(naming);
+                    return &counter;
+                }
+                continue;
+            }
+            if (pass == 0)
+                break;  // a free slot ends the probe: name it under the lock
+            std::memcpy(counter.name, name.data(), name.size());
+            counter.name[name.size()] = '\0';
+            pg_write_barrier();
+            pg_atomic_write_u32(&counter.published, 1);
+            LWLockRelease(naming);
+            return &counter;
+        }
+        if (pass == 1)
+            LWLockRelease(naming);
+    }
+    return nullptr;
+}
+
+std::string_view text_view(Datum value) {
+    const text* t = reinterpret_cast<const text*>(DatumGetPointer(value));
+    return std::string_view(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+void deconstruct_text_array(FunctionCallInfo fcinfo, int index, Datum** values, bool** nulls,
+                            int* count) {
+    *count = 0;
+    if (PG_ARGISNULL(index))
+        return;
+    call_postgres([&] {
+        deconstruct_array(PG_GETARG_ARRAYTYPE_P(index), TEXTOID, -1, false, TYPALIGN_INT, values,
+                          nulls, count);
+        for (int i = 0; i < *count; ++i) {
+            if (!(*nulls)[i])
+                (*values)[i] = PointerGetDatum(PG_DETOAST_DATUM_PACKED((*values)[i]));
+        }
+    });
+}
+
+// ratelimit.record_outcomes(p_policies, p_subjects, p_outcomes): counts one call's outcome per
+// policy ('allowed', 'denied' or 'shadow_denied') and its denials as offences. Internal: the
+// policy functions call it; without preloading it does nothing.
+Datum record_outcomes_body(FunctionCallInfo fcinfo) {
+    if (shared == nullptr)
+        return BoolGetDatum(false);
+    Datum *policies = nullptr, *subjects = nullptr, *outcomes = nullptr;
+    bool *policy_nulls = nullptr, *subject_nulls = nullptr, *outcome_nulls = nullptr;
+    int policy_count = 0, subject_count = 0, outcome_count = 0;
+    deconstruct_text_array(fcinfo, 0, &policies, &policy_nulls, &policy_count);
+    deconstruct_text_array(fcinfo, 1, &subjects, &subject_nulls, &subject_count);
+    deconstruct_text_array(fcinfo, 2, &outcomes, &outcome_nulls, &outcome_count);
+    if (subject_count != policy_count || outcome_count != policy_count)
+        throw ArgumentError::invalid("p_outcomes", "must have as many elements as p_policies");
+    const Micros now = clock_now();
+    for (int i = 0; i < policy_count; ++i) {
+        if (policy_nulls[i] || outcome_nulls[i])
+            continue;
+        PolicyCounter* counter = counter_of(text_view(policies[i]));
+        const std::string_view outcome = text_view(outcomes[i]);
+        pg_atomic_uint64* count = nullptr;
+        if (outcome == "allowed")
+            count = counter ? &counter->allowed : nullptr;
+        else if (outcome == "denied")
+            count = counter ? &counter->denied : nullptr;
+        else if (outcome == "shadow_denied")
+            count = counter ? &counter->shadow_denied : nullptr;
+        else
+            throw ArgumentError::invalid("p_outcomes", "must hold allowed, denied or shadow_denied");
+        if (count != nullptr)
+            pg_atomic_fetch_add_u64(count, 1);
+        if (outcome == "denied" && !subject_nulls[i]) {
+            LWLock* lock = &shared->locks[1].lock;
+            call_postgres([&] { LWLockAcquire(lock, LW_EXCLUSIVE); });
+            OffenderTable(shared->offenders).record(text_view(policies[i]), text_view(subjects[i]), now);
+            LWLockRelease(lock);
+        }
+    }
+    return BoolGetDatum(true);
+}
+
+// Starts a materialized result set for a function declared RETURNS TABLE(...).
+Tuplestorestate* begin_rows(FunctionCallInfo fcinfo, TupleDesc* desc) {
+    Tuplestorestate* store = nullptr;
+    call_postgres([&] {
+        auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+        if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) ||
+            (rsinfo->allowedModes & SFRM_Materialize) == 0)
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("set-valued function called in context that cannot accept a set")));
+        TupleDesc result_desc = nullptr;
+        if (get_call_result_type(fcinfo, nullptr, &result_desc) != TYPEFUNC_COMPOSITE)
+            elog(ERROR, "ratelimit: return type must be a row type");
+        MemoryContext caller = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+        *desc = CreateTupleDescCopy(result_desc);
+        store = tuplestore_begin_heap(true, false, work_mem);
+        MemoryContextSwitchTo(caller);
+        rsinfo->returnMode = SFRM_Materialize;
+        rsinfo->setResult = store;
+        rsinfo->setDesc = *desc;
+    });
+    return store;
+}
+
+Datum text_datum(std::string_view value) {
+    Datum result = 0;
+    call_postgres([&] {
+        result = PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size())));
+    });
+    return result;
+}
+
+// ratelimit.policy_stats(): one row per policy counted since the server started.
+Datum policy_stats_body(FunctionCallInfo fcinfo) {
+    if (shared == nullptr)
+        not_available();
+    TupleDesc desc = nullptr;
+    Tuplestorestate* store = begin_rows(fcinfo, &desc);
+    for (PolicyCounter& counter : shared->counters) {
+        if (pg_atomic_read_u32(&counter.published) != 1)
+            continue;
+        pg_read_barrier();
+        Datum values[5] = {text_datum(counter.name),
+                           Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.allowed))),
+                           Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.denied))),
+                           Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.shadow_denied))),
+                           TimestampTzGetDatum(to_timestamptz(shared->started_at))};
+        bool nulls[5] = {false, false, false, false, false};
+        call_postgres([&] { tuplestore_putvalues(store, desc, values, nulls); });
+    }
+    return static_cast<Datum>(0);
+}
+
+// ratelimit.top_offenders(p_limit): the most denied (policy, subject) pairs since start.
+Datum top_offenders_body(FunctionCallInfo fcinfo) {
+    if (shared == nullptr)
+        not_available();
+    if (PG_ARGISNULL(0))
+        throw ArgumentError::null("p_limit");
+    const std::int32_t limit = PG_GETARG_INT32(0);
+    if (limit < 1)
+        throw ArgumentError::invalid("p_limit", "must be at least 1 (got " + std::to_string(limit) + ")");
+    TupleDesc desc = nullptr;
+    Tuplestorestate* store = begin_rows(fcinfo, &desc);
+    // Copy the table under its lock, then build rows with no lock held.
+    std::vector<OffenderSlot> copy(kOffenderSlots);
+    LWLock* lock = &shared->locks[1].lock;
+    call_postgres([&] { LWLockAcquire(lock, LW_SHARED); });
+    std::memcpy(static_cast<void*>(copy.data()), shared->offenders, OffenderTable::kBytes);
+    LWLockRelease(lock);
+    const std::vector<Offender> offenders = OffenderTable(copy.data()).snapshot();
+    for (std::size_t i = 0; i < offenders.size() && i < static_cast<std::size_t>(limit); ++i) {
+        const Offender& offender = offenders[i];
+        Datum values[6] = {text_datum(offender.policy),         text_datum(offender.subject),
+                           Int64GetDatum(offender.denials),      Int64GetDatum(offender.overcount),
+                           TimestampTzGetDatum(to_timestamptz(offender.first_at)),
+                           TimestampTzGetDatum(to_timestamptz(offender.last_at))};
+        bool nulls[6] = {false, false, false, false, false, false};
+        call_postgres([&] { tuplestore_putvalues(store, desc, values, nulls); });
+    }
+    return static_cast<Datum>(0);
+}
+
+// ratelimit.reset_policy_stats(): zeroes the counters and empties the offenders table.
+Datum reset_policy_stats_body(FunctionCallInfo) {
+    if (shared == nullptr)
+        not_available();
+    for (PolicyCounter& counter : shared->counters) {
+        pg_atomic_write_u64(&counter.allowed, 0);
+        pg_atomic_write_u64(&counter.denied, 0);
+        pg_atomic_write_u64(&counter.shadow_denied, 0);
+    }
+    LWLock* lock = &shared->locks[1].lock;
+    call_postgres([&] { LWLockAcquire(lock, LW_EXCLUSIVE); });
+    OffenderTable(shared->offenders).clear();
+    LWLockRelease(lock);
+    shared->started_at = clock_now();
+    return static_cast<Datum>(0);
+}
+
+}  // namespace
+
+void define_policy_settings() {
+    DefineCustomIntVariable(
+        "ratelimit.denial_log_size",
+        "Rows the denial log keeps: a ring, the newest denial overwriting the oldest.", nullptr,
+        &denial_log_size_setting, 10000, 0, 10000000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+    DefineCustomRealVariable(
+        "ratelimit.denial_log_sample_rate",
+        "Fraction of the denials of policies with log_denials that the denial log records.",
+        nullptr, &denial_log_sample_rate_setting, 1.0, 0.0, 1.0, PGC_SUSET, 0, nullptr, nullptr,
+        nullptr);
+}
+
+void install_policy_counters() {
+    previous_shmem_request_hook = shmem_request_hook;
+    shmem_request_hook = request_shared_memory;
+    previous_shmem_startup_hook = shmem_startup_hook;
+    shmem_startup_hook = start_shared_memory;
+}
+
+}  // namespace ratelimit::pg
+
+RATELIMIT_SQL_FUNCTION(ratelimit_record_outcomes, ratelimit::pg::record_outcomes_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_policy_stats, ratelimit::pg::policy_stats_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_top_offenders, ratelimit::pg::top_offenders_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_reset_policy_stats, ratelimit::pg::reset_policy_stats_body)
