@@ -640,6 +640,44 @@ BEGIN
 END
 $$;
 
+-- One round trip for an edge function: decides p_policies for p_keys (as check_all) and returns
+-- {"allowed", "status": 200 or 429, "headers": http_headers(...), "body": http_body(...) or
+-- null, "decision": the policy_decision as an object}.
+CREATE FUNCTION ratelimit.check_http(
+    p_policies text[],
+    p_keys text[],
+    p_cost integer DEFAULT 1,
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL,
+    p_reset_format text DEFAULT 'iso8601',
+    p_body_shape text DEFAULT 'error_message')
+RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    answer ratelimit.policy_decision;
+    headers jsonb;
+    body jsonb;
+BEGIN
+    -- The formats are checked before anything is charged.
+    PERFORM ratelimit.http_headers(ROW(true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                       NULL, NULL)::ratelimit.policy_decision, p_reset_format);
+    PERFORM ratelimit.http_body(ROW(true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                                    NULL, NULL)::ratelimit.policy_decision, p_body_shape);
+    answer := ratelimit.decide_policies(p_policies, p_keys, p_cost, p_tier, p_ip, p_user,
+                                        'p_policies', 'p_keys');
+    headers := ratelimit.http_headers(answer, p_reset_format);
+    body := ratelimit.http_body(answer, p_body_shape);
+    RETURN jsonb_build_object('allowed', answer.allowed,
+                              'status', CASE WHEN answer.allowed THEN 200 ELSE 429 END,
+                              'headers', headers,
+                              'body', body,
+                              'decision', to_jsonb(answer));
+END
+$$;
+
 ------------------------------------------------------------------------------------------------
 -- Observability (shared memory: needs shared_preload_libraries = 'ratelimit')
 ------------------------------------------------------------------------------------------------
@@ -756,6 +794,7 @@ REVOKE EXECUTE ON FUNCTION
     ratelimit.decide_policies(text[], text[], integer, text, inet, uuid, text, text),
     ratelimit.check(text, text, integer, text, inet, uuid),
     ratelimit.check_all(text[], text[], integer, text, inet, uuid),
+    ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text),
     ratelimit.record_outcomes(text[], text[], text[]),
     ratelimit.policy_stats(),
     ratelimit.top_offenders(integer),
@@ -770,6 +809,7 @@ BEGIN
             ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer),
             ratelimit.check(text, text, integer, text, inet, uuid),
             ratelimit.check_all(text[], text[], integer, text, inet, uuid),
+            ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text),
             ratelimit.policy_stats(),
             ratelimit.top_offenders(integer)
         TO service_role;
