@@ -83,5 +83,23 @@ SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fres
 UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
 
+-- From 0.4.0: the rows survive, and the policies arrive with the apps' limits.
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit VERSION '0.4.0';
+SELECT * FROM ratelimit.consume('upgraded-from-0.4.0', 2, '1 minute', p_engine => 'unlogged');
+ALTER EXTENSION ratelimit UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT * FROM ratelimit.consume('upgraded-from-0.4.0', 2, '1 minute', p_engine => 'unlogged');
+SELECT * FROM ratelimit.consume('upgraded-from-0.4.0', 2, '1 minute', p_engine => 'unlogged');
+SELECT count(*) AS policies, count(*) FILTER (WHERE name LIKE 'rpc.%') AS rpc_policies
+FROM ratelimit.policies;
+SELECT allowed, policy, "limit", remaining, reason FROM ratelimit.check('rpc.auth', 'upgraded-user');
+SELECT ratelimit.http_headers(ratelimit.check('rpc.auth', 'upgraded-user'));
+TRUNCATE upgraded;
+INSERT INTO upgraded SELECT item FROM pg_temp.extension_shape();
+SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fresh) AS u
+UNION ALL
+SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
+
 RESET ratelimit.test_clock;
 DROP EXTENSION ratelimit;

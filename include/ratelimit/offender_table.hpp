@@ -18,7 +18,7 @@
 namespace ratelimit {
 
 constexpr int kOffenderSlots = 128;
-constexpr std::size_t kOffenderPolicyBytes = 63;   // policy names are at most this long
+constexpr std::size_t kOffenderPolicyBytes = 63;    // policy names are at most this long
 constexpr std::size_t kOffenderSubjectBytes = 256;  // kMaxKeyBytes
 
 struct OffenderSlot {

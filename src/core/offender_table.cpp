@@ -13,8 +13,7 @@ bool holds(const OffenderSlot& slot, std::string_view policy, std::string_view s
 
 }  // namespace
 
-void OffenderTable::record(std::string_view policy, std::string_view subject,
-                           Micros now) noexcept {
+void OffenderTable::record(std::string_view policy, std::string_view subject, Micros now) noexcept {
     policy = policy.substr(0, kOffenderPolicyBytes);
     subject = subject.substr(0, kOffenderSubjectBytes);
     OffenderSlot* fewest = &slots_[0];
@@ -48,12 +47,11 @@ std::vector<Offender> OffenderTable::snapshot() const {
         if (slot.denials == 0)
             continue;
         result.push_back(Offender{std::string_view(slot.policy, slot.policy_bytes),
-                                  std::string_view(slot.subject, slot.subject_bytes),
-                                  slot.denials, slot.overcount, slot.first_at, slot.last_at});
+                                  std::string_view(slot.subject, slot.subject_bytes), slot.denials,
+                                  slot.overcount, slot.first_at, slot.last_at});
     }
-    std::stable_sort(result.begin(), result.end(), [](const Offender& a, const Offender& b) {
-        return a.denials > b.denials;
-    });
+    std::stable_sort(result.begin(), result.end(),
+                     [](const Offender& a, const Offender& b) { return a.denials > b.denials; });
     return result;
 }
 

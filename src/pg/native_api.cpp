@@ -299,8 +299,8 @@ ArrayArgument array_argument(FunctionCallInfo fcinfo, int index, const char* nam
             bool by_value = false;
             char align = 0;
             get_typlenbyvalalign(element, &length, &by_value, &align);
-            deconstruct_array(value, element, length, by_value, align, &array.values,
-                              &array.nulls, &array.count);
+            deconstruct_array(value, element, length, by_value, align, &array.values, &array.nulls,
+                              &array.count);
         }
     });
     if (dimensions > 1)
@@ -317,8 +317,8 @@ std::string element_name(const char* array, int index) {
 // came from (p_limits[2]), keeping the rest of the message.
 [[noreturn]] void rethrow_for_element(const ArgumentError& error, int index) {
     static const std::pair<const char*, const char*> kArrays[] = {
-        {"p_key", "p_keys"},       {"p_limit", "p_limits"},       {"p_period", "p_periods"},
-        {"p_burst", "p_bursts"},   {"p_algorithm", "p_algorithms"}, {"p_engine", "p_engines"}};
+        {"p_key", "p_keys"},     {"p_limit", "p_limits"},         {"p_period", "p_periods"},
+        {"p_burst", "p_bursts"}, {"p_algorithm", "p_algorithms"}, {"p_engine", "p_engines"}};
     for (const auto& [scalar, array] : kArrays) {
         if (error.argument() == scalar) {
             const std::string name = element_name(array, index);
@@ -357,8 +357,7 @@ std::vector<Tier> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost) {
     const int count = keys.count;
     if (count < 1 || count > kMaxTiers)
         throw ArgumentError::invalid("p_keys", "must have 1 to " + std::to_string(kMaxTiers) +
-                                                   " elements (got " + std::to_string(count) +
-                                                   ")");
+                                                   " elements (got " + std::to_string(count) + ")");
     const std::pair<const char*, const ArrayArgument*> same_length[] = {
         {"p_limits", &limits},   {"p_periods", &periods}, {"p_algorithms", &algorithms},
         {"p_engines", &engines}, {"p_bursts", &bursts},   {"p_enforced", &enforced}};
@@ -379,7 +378,8 @@ std::vector<Tier> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost) {
                 throw ArgumentError::null("p_limit");
             if (periods.nulls[i])
                 throw ArgumentError::null("p_period");
-            call_postgres([&] { tier.key = PointerGetDatum(PG_DETOAST_DATUM_PACKED(keys.values[i])); });
+            call_postgres(
+                [&] { tier.key = PointerGetDatum(PG_DETOAST_DATUM_PACKED(keys.values[i])); });
             require_key("p_key", text_bytes(tier.key).size());
             const Interval* span = DatumGetIntervalP(periods.values[i]);
             const Micros period = interval_length("p_period", span->month, span->day, span->time);
@@ -411,9 +411,9 @@ std::vector<Tier> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost) {
         try {
             require_valid_cost(tier.limit, *cost);
         } catch (const ArgumentError& error) {
-            throw ArgumentError(error.kind(), "p_cost",
-                                std::string(error.what()) + " (for " +
-                                    element_name("p_keys", i) + ")");
+            throw ArgumentError(
+                error.kind(), "p_cost",
+                std::string(error.what()) + " (for " + element_name("p_keys", i) + ")");
         }
         for (int j = 0; j < i; ++j) {
             if (tiers[j].engine == tier.engine && text_bytes(tiers[j].key) == text_bytes(tier.key))
@@ -515,8 +515,7 @@ class TableTiers {
     }
 
   private:
-    static void decide_tier(const KeyStateTable& table, Tier& tier, Micros now,
-                            std::int64_t cost) {
+    static void decide_tier(const KeyStateTable& table, Tier& tier, Micros now, std::int64_t cost) {
         for (bool written = false; !written;) {
             StoredKeyRow row;
             call_postgres([&] { read_key_row(table, tier.key, true, &row); });
@@ -589,17 +588,15 @@ Datum consume_all_body(FunctionCallInfo fcinfo) {
 
     Datum* elements = nullptr;
     Datum result = 0;
-    call_postgres([&] {
-        elements = static_cast<Datum*>(palloc(sizeof(Datum) * tiers.size()));
-    });
+    call_postgres([&] { elements = static_cast<Datum*>(palloc(sizeof(Datum) * tiers.size())); });
     for (std::size_t i = 0; i < tiers.size(); ++i) {
         const Tier& tier = tiers[i];
         elements[i] = decision_datum(fcinfo, allowed && tier.charged ? tier.result : tier.before);
     }
     call_postgres([&] {
         const Oid row_type = call_site(fcinfo)->decision->tdtypeid;
-        result = PointerGetDatum(construct_array(elements, static_cast<int>(tiers.size()),
-                                                 row_type, -1, false, TYPALIGN_DOUBLE));
+        result = PointerGetDatum(construct_array(elements, static_cast<int>(tiers.size()), row_type,
+                                                 -1, false, TYPALIGN_DOUBLE));
     });
     return result;
 }

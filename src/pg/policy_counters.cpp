@@ -72,8 +72,8 @@ void start_shared_memory() {
         previous_shmem_startup_hook();
     bool found = false;
     LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    shared = static_cast<SharedCounters*>(
-        ShmemInitStruct(kTrancheName, sizeof(SharedCounters), &found));
+    shared =
+        static_cast<SharedCounters*>(ShmemInitStruct(kTrancheName, sizeof(SharedCounters), &found));
     if (!found) {
         std::memset(static_cast<void*>(shared), 0, sizeof(SharedCounters));
         shared->locks = GetNamedLWLockTranche(kTrancheName);
@@ -90,12 +90,11 @@ void start_shared_memory() {
 
 [[noreturn]] void not_available() {
     call_postgres([] {
-        ereport(ERROR,
-                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("policy counters are not available: ratelimit is not in "
-                        "shared_preload_libraries"),
-                 errhint("Add ratelimit to shared_preload_libraries in postgresql.conf and "
-                         "restart the server.")));
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("policy counters are not available: ratelimit is not in "
+                               "shared_preload_libraries"),
+                        errhint("Add ratelimit to shared_preload_libraries in postgresql.conf and "
+                                "restart the server.")));
     });
     throw std::logic_error("unreachable");
 }
@@ -108,8 +107,8 @@ bool names(const PolicyCounter& counter, std::string_view name) {
 // The counter of `name`, named on first use; null when every slot is taken.
 PolicyCounter* counter_of(std::string_view name) {
     name = name.substr(0, kNameBytes - 1);
-    const std::uint32_t start =
-        hash_bytes(reinterpret_cast<const unsigned char*>(name.data()), static_cast<int>(name.size()));
+    const std::uint32_t start = hash_bytes(reinterpret_cast<const unsigned char*>(name.data()),
+                                           static_cast<int>(name.size()));
     for (int pass = 0; pass < 2; ++pass) {
         LWLock* naming = &shared->locks[0].lock;
         if (pass == 1)
@@ -188,13 +187,15 @@ Datum record_outcomes_body(FunctionCallInfo fcinfo) {
         else if (outcome == "shadow_denied")
             count = counter ? &counter->shadow_denied : nullptr;
         else
-            throw ArgumentError::invalid("p_outcomes", "must hold allowed, denied or shadow_denied");
+            throw ArgumentError::invalid("p_outcomes",
+                                         "must hold allowed, denied or shadow_denied");
         if (count != nullptr)
             pg_atomic_fetch_add_u64(count, 1);
         if (outcome == "denied" && !subject_nulls[i]) {
             LWLock* lock = &shared->locks[1].lock;
             call_postgres([&] { LWLockAcquire(lock, LW_EXCLUSIVE); });
-            OffenderTable(shared->offenders).record(text_view(policies[i]), text_view(subjects[i]), now);
+            OffenderTable(shared->offenders)
+                .record(text_view(policies[i]), text_view(subjects[i]), now);
             LWLockRelease(lock);
         }
     }
@@ -208,8 +209,9 @@ Tuplestorestate* begin_rows(FunctionCallInfo fcinfo, TupleDesc* desc) {
         auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
         if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) ||
             (rsinfo->allowedModes & SFRM_Materialize) == 0)
-            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                            errmsg("set-valued function called in context that cannot accept a set")));
+            ereport(ERROR,
+                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                     errmsg("set-valued function called in context that cannot accept a set")));
         TupleDesc result_desc = nullptr;
         if (get_call_result_type(fcinfo, nullptr, &result_desc) != TYPEFUNC_COMPOSITE)
             elog(ERROR, "ratelimit: return type must be a row type");
@@ -227,7 +229,8 @@ Tuplestorestate* begin_rows(FunctionCallInfo fcinfo, TupleDesc* desc) {
 Datum text_datum(std::string_view value) {
     Datum result = 0;
     call_postgres([&] {
-        result = PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size())));
+        result =
+            PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size())));
     });
     return result;
 }
@@ -242,11 +245,12 @@ Datum policy_stats_body(FunctionCallInfo fcinfo) {
         if (pg_atomic_read_u32(&counter.published) != 1)
             continue;
         pg_read_barrier();
-        Datum values[5] = {text_datum(counter.name),
-                           Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.allowed))),
-                           Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.denied))),
-                           Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.shadow_denied))),
-                           TimestampTzGetDatum(to_timestamptz(shared->started_at))};
+        Datum values[5] = {
+            text_datum(counter.name),
+            Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.allowed))),
+            Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.denied))),
+            Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.shadow_denied))),
+            TimestampTzGetDatum(to_timestamptz(shared->started_at))};
         bool nulls[5] = {false, false, false, false, false};
         call_postgres([&] { tuplestore_putvalues(store, desc, values, nulls); });
     }
@@ -261,7 +265,8 @@ Datum top_offenders_body(FunctionCallInfo fcinfo) {
         throw ArgumentError::null("p_limit");
     const std::int32_t limit = PG_GETARG_INT32(0);
     if (limit < 1)
-        throw ArgumentError::invalid("p_limit", "must be at least 1 (got " + std::to_string(limit) + ")");
+        throw ArgumentError::invalid("p_limit",
+                                     "must be at least 1 (got " + std::to_string(limit) + ")");
     TupleDesc desc = nullptr;
     Tuplestorestate* store = begin_rows(fcinfo, &desc);
     // Copy the table under its lock, then build rows with no lock held.
@@ -273,8 +278,10 @@ Datum top_offenders_body(FunctionCallInfo fcinfo) {
     const std::vector<Offender> offenders = OffenderTable(copy.data()).snapshot();
     for (std::size_t i = 0; i < offenders.size() && i < static_cast<std::size_t>(limit); ++i) {
         const Offender& offender = offenders[i];
-        Datum values[6] = {text_datum(offender.policy),         text_datum(offender.subject),
-                           Int64GetDatum(offender.denials),      Int64GetDatum(offender.overcount),
+        Datum values[6] = {text_datum(offender.policy),
+                           text_datum(offender.subject),
+                           Int64GetDatum(offender.denials),
+                           Int64GetDatum(offender.overcount),
                            TimestampTzGetDatum(to_timestamptz(offender.first_at)),
                            TimestampTzGetDatum(to_timestamptz(offender.last_at))};
         bool nulls[6] = {false, false, false, false, false, false};
