@@ -16,11 +16,19 @@ packages=(
     gnuplot-nox
     redis-server
     redis-tools
+    nodejs
+    npm
 )
+
+# A package that an installed one provides counts as present (a nodejs build that bundles npm
+# provides npm and conflicts with Debian's).
+provided="$(dpkg-query -W -f='${db:Status-Abbrev}|${Provides}\n' 2>/dev/null |
+    sed -n 's/^ii *|//p' | tr ',' '\n' | sed 's/([^)]*)//; s/[[:space:]]//g' | sort -u)"
 
 missing=()
 for package in "${packages[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" &&
+        ! grep -qxF "$package" <<<"$provided"; then
         missing+=("$package")
     fi
 done

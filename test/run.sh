@@ -69,6 +69,7 @@ run_suite "formatting (clang-format)" make -s format-check
 run_suite "core unit tests (GoogleTest)" test/unit/core_unit_tests
 run_suite "pg_regress" regress
 run_suite "pgTAP (pg_prove)" pgtap
+run_suite "TypeScript edge helper (Node, pg)" bash test/node/run.sh
 run_suite "concurrency (libpq, real connections)" concurrency
 run_suite "pg_cron cleanup jobs (pg_prove)" cron
 # Restarts, crashes and a server without the library preloaded need clusters of their own.
