@@ -159,3 +159,63 @@ FROM (SELECT ratelimit.consume('bulk:' || (g % 100000), 1000000, '1 hour', p_eng
 SELECT entries, capacity, shared_bytes, round(shared_bytes::numeric / capacity, 1) AS bytes_per_key,
        evictions, expired, allowed, denied
 FROM ratelimit.memory_stats;
+
+\echo
+\echo '== Policies: the apps'' limits by name (ratelimit.policies); edit a row and the next call follows it'
+-- n calls of check_all in a row (a function in FROM would run once, not once per row).
+CREATE FUNCTION pg_temp.policy_calls(p_policies text[], p_keys text[], p_calls integer,
+                                     p_tier text DEFAULT NULL)
+RETURNS TABLE(call integer, allowed boolean, policy text, "limit" integer, remaining integer,
+              retry_after_ms bigint, reason text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    d ratelimit.policy_decision;
+BEGIN
+    FOR i IN 1..p_calls LOOP
+        d := ratelimit.check_all(p_policies, p_keys, 1, p_tier);
+        call := i;
+        allowed := d.allowed;
+        policy := d.policy;
+        "limit" := d."limit";
+        remaining := d.remaining;
+        retry_after_ms := d.retry_after_ms;
+        reason := d.reason;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+SET ratelimit.test_clock = '2026-06-01 12:00:30+00';
+SELECT name, algorithm, "limit", period, engine FROM ratelimit.policies
+WHERE name IN ('rpc.auth', 'activity.create_post', 'endpoint.ai-inference', 'lotto.ip', 'cleanup.email')
+ORDER BY name;
+SELECT * FROM pg_temp.policy_calls(ARRAY['activity.bulk_import'], ARRAY['user-42'], 6);
+UPDATE ratelimit.policies SET "limit" = 7 WHERE name = 'activity.bulk_import';
+SELECT * FROM pg_temp.policy_calls(ARRAY['activity.bulk_import'], ARRAY['user-42'], 3);
+
+\echo
+\echo '== Tiers (premium x2, verified x1.5, admin bypass) and allow/deny lists (inet/cidr)'
+SELECT t AS tier, c.* FROM unnest(ARRAY['premium', 'verified', 'admin']) AS t,
+     LATERAL pg_temp.policy_calls(ARRAY['activity.create_post'], ARRAY['user-' || t], 1, t) AS c;
+INSERT INTO ratelimit.access_list (action, ip, reason) VALUES ('deny', '2001:db8:bad::/48', 'abuse');
+SELECT allowed, policy, reason FROM ratelimit.check('activity.create_post', 'user-7', 1, NULL, '2001:db8:bad::17');
+
+\echo
+\echo '== All or nothing: global -> IP -> transaction in one decision; the denial charges no other policy'
+SELECT * FROM pg_temp.policy_calls(ARRAY['lotto.global', 'lotto.ip', 'lotto.transaction'],
+                                   ARRAY['global', '198.51.100.23', 'txn-1'], 11)
+WHERE call IN (1, 10, 11);
+SELECT (ratelimit.peek('lotto.ip:198.51.100.23', 100, '1 minute', 1, 'sliding_window')).remaining
+    AS ip_remaining_after_11_calls;
+
+\echo
+\echo '== HTTP: the headers and the 429 body an edge function copies into its response'
+SELECT (ratelimit.check_http(ARRAY['endpoint.create-post'], ARRAY['user-9'], 5)) -> 'headers' AS five_posts_allowed;
+SELECT jsonb_pretty(ratelimit.check_http(ARRAY['endpoint.create-post'], ARRAY['user-9'],
+                                         p_body_shape => 'detailed') - 'decision') AS sixth_post_denied;
+SELECT ratelimit.http_headers(ratelimit.check('endpoint.create-post', 'user-9'), 'unix') AS unix_reset_headers;
+
+\echo
+\echo '== Observability: per-policy counters and top offenders'
+SELECT * FROM ratelimit.policy_stats ORDER BY policy;
+SELECT policy, subject, denials FROM ratelimit.top_offenders(3);
+RESET ratelimit.test_clock;

@@ -168,8 +168,10 @@ CREATE SEQUENCE ratelimit.denial_log_position;
 -- What a policy check answers. policy is the policy the answer is about: the first (in the
 -- order given) that denied, else the one with the least remaining, whose limit an HTTP
 -- response should show. retry_after_ms is the wait until every denying policy would allow
--- (NULL for a deny-list entry without an end). reason: 'limited' (a limit denied),
--- 'within_limits', 'deny_list', 'allow_list' or 'bypass' (no limit was checked).
+-- (NULL when no wait will do: a deny-list entry without an end, or a cost above the limit).
+-- reason: 'limited' (a limit denied), 'within_limits', 'deny_list', 'cost_exceeds_limit' (a
+-- cost the policy could never allow: denied, nothing charged), 'allow_list' or 'bypass' (no
+-- limit was checked).
 -- shadow_denied lists the shadow policies that would have denied.
 CREATE TYPE ratelimit.policy_decision AS (
     allowed boolean,
@@ -365,6 +367,24 @@ BEGIN
         effective_limit := greatest(1, least(2147483647, floor(effective_limit * multiplier)))::integer;
         effective_burst := CASE WHEN pol.burst IS NULL THEN NULL
             ELSE greatest(1, least(2147483647, floor(pol.burst * multiplier)))::integer END;
+
+        -- A cost this policy could never allow is a denial, not an error: a caller that fails
+        -- open on errors must not get an unlimited batch through.
+        IF p_cost > (CASE WHEN pol.algorithm IN ('token_bucket', 'gcra')
+                          THEN coalesce(effective_burst, effective_limit) ELSE effective_limit END) THEN
+            d := ratelimit.peek(format('%s:%s', pol.name, subject), effective_limit, pol.period, 1,
+                                pol.algorithm, pol.engine, effective_burst);
+            answer.allowed := false;
+            answer.policy := pol.name;
+            answer."limit" := d."limit";
+            answer.remaining := d.remaining;
+            answer.period_ms := (extract(epoch FROM pol.period) * 1000)::bigint;
+            answer.retry_after_ms := NULL;
+            answer.reset_after_ms := d.reset_after_ms;
+            answer.reason := 'cost_exceeds_limit';
+            PERFORM ratelimit.record_outcomes(ARRAY[pol.name], ARRAY[subject], ARRAY['denied']);
+            RETURN answer;
+        END IF;
 
         checked_names := checked_names || pol.name;
         checked_subjects := checked_subjects || subject;
@@ -625,15 +645,22 @@ BEGIN
         RETURN jsonb_build_object('error', 'Rate limit exceeded',
                                   'message', 'Too many requests. Please try again later.');
     END IF;
-    retry_seconds := greatest(1, ceil(coalesce(p_decision.retry_after_ms, 0) / 1000.0))::bigint;
-    current_count := p_decision."limit" - greatest(p_decision.remaining, 0) + p_decision.cost;
+    -- No wait will do (a deny-list entry without an end, a cost above the limit): no
+    -- retryAfter, and "current" only when a limit was counted.
+    retry_seconds := CASE WHEN p_decision.retry_after_ms IS NOT NULL
+        THEN greatest(1, ceil(p_decision.retry_after_ms / 1000.0))::bigint END;
+    current_count := CASE WHEN p_decision.reason IN ('limited', 'cost_exceeds_limit')
+        THEN p_decision."limit" - greatest(p_decision.remaining, 0) + p_decision.cost END;
     RETURN jsonb_build_object(
         'error', 'Rate limit exceeded',
         'code', 'RATE_LIMIT_EXCEEDED',
-        'message', format('Too many requests. Limit: %s per %s. Current: %s. Try again in %s seconds.',
+        'message', format('Too many requests. Limit: %s per %s.%s %s',
                           p_decision."limit",
                           ratelimit.describe_period(make_interval(secs => p_decision.period_ms / 1000.0)),
-                          current_count, retry_seconds),
+                          CASE WHEN current_count IS NULL THEN '' ELSE format(' Current: %s.', current_count) END,
+                          CASE WHEN retry_seconds IS NULL THEN 'Try again later.'
+                               WHEN retry_seconds = 1 THEN 'Try again in 1 second.'
+                               ELSE format('Try again in %s seconds.', retry_seconds) END),
         'limit', p_decision."limit",
         'current', current_count,
         'retryAfter', retry_seconds);
