@@ -228,6 +228,7 @@ DECLARE
     checked_enforced boolean[] := '{}';
     checked_count_denied boolean[] := '{}';
     checked_log boolean[] := '{}';
+    checked_hash boolean[] := '{}';
     decisions ratelimit.decision[];
     d ratelimit.decision;
     answer ratelimit.policy_decision;
@@ -327,7 +328,9 @@ BEGIN
                 ELSE ceil(extract(epoch FROM listed.deny_until - now_at) * 1000)::bigint END;
             answer.reset_after_ms := answer.retry_after_ms;
             answer.reason := 'deny_list';
-            PERFORM ratelimit.record_outcomes(ARRAY[pol.name], ARRAY[subject], ARRAY['denied']);
+            -- Policies skipped by an allow entry earlier in this call count as allowed.
+            PERFORM ratelimit.record_outcomes(outcome_policies || pol.name::text,
+                                              outcome_subjects || subject, outcomes || 'denied'::text);
             RETURN answer;
         END IF;
         IF listed.allow THEN
@@ -397,6 +400,7 @@ BEGIN
         checked_enforced := checked_enforced || NOT pol.shadow;
         checked_count_denied := checked_count_denied || pol.count_denied;
         checked_log := checked_log || pol.log_denials;
+        checked_hash := checked_hash || pol.hash_key;
     END LOOP;
 
     IF cardinality(checked_names) = 0 THEN
@@ -431,10 +435,16 @@ BEGIN
             IF binding IS NULL OR decisions[binding].allowed THEN
                 binding := j;  -- the first denying policy
             END IF;
-            answer.retry_after_ms := greatest(answer.retry_after_ms, d.retry_after_ms);
             IF checked_count_denied[j] THEN
+                -- The attempt counts: the key stays denied a full period from now, and the
+                -- answer's waits say so.
                 PERFORM ratelimit.block(checked_keys[j], checked_periods[j], checked_engines[j]);
+                d.retry_after_ms := greatest(d.retry_after_ms,
+                                             (extract(epoch FROM checked_periods[j]) * 1000)::bigint);
+                d.reset_after_ms := greatest(d.reset_after_ms, d.retry_after_ms);
+                decisions[j] := d;
             END IF;
+            answer.retry_after_ms := greatest(answer.retry_after_ms, d.retry_after_ms);
         ELSE
             -- Allowed here; when the call as a whole was denied, nothing was taken.
             outcomes := outcomes || CASE WHEN answer.allowed THEN 'allowed' ELSE NULL END;
@@ -462,7 +472,9 @@ BEGIN
                             'cost', p_cost,
                             'retry_after_ms', d.retry_after_ms,
                             'user_id', p_user,
-                            'ip', host(p_ip)))
+                            -- a policy that hashes its keys keeps the caller's IP hashed too
+                            'ip', CASE WHEN checked_hash[j] THEN ratelimit.hash_subject(host(p_ip))
+                                       ELSE host(p_ip) END))
                 ON CONFLICT (slot) DO UPDATE
                     SET logged_at = EXCLUDED.logged_at, event_type = EXCLUDED.event_type,
                         severity = EXCLUDED.severity, source = EXCLUDED.source,

@@ -10,7 +10,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION ratelimit;
 SET LOCAL timezone = 'UTC';
 
-SELECT plan(147);
+SELECT plan(148);
 
 CREATE SCHEMA policy_test;
 
@@ -330,8 +330,10 @@ SELECT is(policy_test.remaining('activity.create_post', policy_test.subject('sha
 INSERT INTO ratelimit.policies (name, algorithm, "limit", period, count_denied)
     VALUES ('test.counted', 'fixed_window', 2, '1 minute', true);
 SELECT policy_test.at(interval '4 days 50 seconds');
-SELECT is(policy_test.allowed_of('test.counted', policy_test.subject('counted'), 3), 2,
-          'count_denied: two allowed, the third denied at 0:50');
+SELECT is(policy_test.allowed_of('test.counted', policy_test.subject('counted'), 2), 2,
+          'count_denied: two allowed at 0:50');
+SELECT is((ratelimit.check('test.counted', policy_test.subject('counted'))).retry_after_ms, 60000::bigint,
+          'count_denied: the third is denied, and its wait is the full period its attempt costs');
 SELECT policy_test.at(interval '4 days 1 minute 10 seconds');
 SELECT is((ratelimit.peek('test.counted:' || policy_test.subject('counted'), 2, '1 minute')).allowed, false,
           'count_denied: the window has turned, but the denied attempt keeps the key denied');
