@@ -16,6 +16,7 @@ packages=(
     gnuplot-nox
     redis-server
     redis-tools
+    pgbouncer
     nodejs
     npm
 )
