@@ -440,16 +440,16 @@ INSTANTIATE_TEST_SUITE_P(MemoryEngine, MemoryEngineOneKey, ::testing::ValuesIn(o
 
 // ---- many keys, 64 connections --------------------------------------------------------------
 
-// 64 connections each make 100 consume calls of random cost 1..3 on random keys among 1000, so
+// 64 connections each make 1000 consume calls of random cost 1..3 on random keys among 10,000, so
 // calls on different keys of one partition and on the same key meet constantly. Key k uses
 // limit case k % 8 (every algorithm, buckets also with a burst), with allowances of 6 to 20
 // units, so some keys fill up and others do not. Every key's calls must form a serial order,
 // and a peek must then show exactly the units its allowed calls took.
 class MemoryEngineManyKeys : public MemoryEngineTest {};
 
-TEST_F(MemoryEngineManyKeys, SixtyFourClientsOnAThousandKeysKeepEveryKeysCountExact) {
-    constexpr int kKeys = 1000;
-    constexpr int kCallsEach = 100;
+TEST_F(MemoryEngineManyKeys, SixtyFourClientsOnTenThousandKeysKeepEveryKeysCountExact) {
+    constexpr int kKeys = 10000;
+    constexpr int kCallsEach = 1000;
     const std::vector<LimitCase> cases = {
         {Algorithm::kFixedWindow, "fixed_window", 20, 0, "fixed_window"},
         {Algorithm::kRollingWindow, "rolling_window", 20, 0, "rolling_window"},
