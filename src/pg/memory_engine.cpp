@@ -38,6 +38,8 @@
 #include "pg/guard.hpp"
 
 extern "C" {
+#include "catalog/pg_control.h"
+#include "common/controldata_utils.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 #include "storage/ipc.h"
@@ -112,9 +114,31 @@ HashSecret fresh_secret() {
     return secret;
 }
 
+// Whether the server last stopped cleanly: the shutdown checkpoint marks the control file
+// "shut down" (or "shut down in recovery" on a standby). An immediate stop or a crash leaves it
+// "in production" or "in recovery", and then the store in shared memory may have been
+// half-written by a backend killed under its partition lock.
+bool stopped_cleanly() {
+    bool crc_ok = false;
+    ControlFileData* control = get_controlfile(DataDir, &crc_ok);
+    const bool clean =
+        crc_ok && (control->state == DB_SHUTDOWNED || control->state == DB_SHUTDOWNED_IN_RECOVERY);
+    pfree(control);
+    return clean;
+}
+
 // Reads the saved store into the (just created, empty) block. Any problem with the file is
 // logged and leaves the store empty: a bad file must never stop the server from starting.
+// After a clean stop the file is what that stop saved. After a crash it can only be a
+// snapshot, and it is used only while snapshots are on: one left from when they were on must
+// not bring back old counts.
 void load_saved_state() {
+    if (snapshot_interval_setting == 0 && !stopped_cleanly()) {
+        if (unlink(kStateFile) == 0)
+            ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly and snapshots are "
+                                 "off: the memory engine starts empty")));
+        return;
+    }
     FILE* file = AllocateFile(kStateFile, PG_BINARY_R);
     if (file == nullptr) {
         if (errno != ENOENT)
@@ -171,8 +195,10 @@ void load_saved_state() {
 }
 
 void save_at_shutdown(int code, Datum) {
-    // After a crash the store may be half-written: keep the last good file instead.
-    if (code != 0 || shared == nullptr)
+    // After a crash or an immediate stop the store may be half-written: keep the last good
+    // file (a snapshot) instead. An immediate stop exits with code 0, so the control file
+    // decides.
+    if (code != 0 || shared == nullptr || !stopped_cleanly())
         return;
     memory_save();
 }

@@ -78,7 +78,6 @@ cleanup() {
 
 checks=0
 failures=0
-todo_failures=0
 ok() {
     checks=$((checks + 1))
     if [ "$1" = 0 ]; then
@@ -94,20 +93,6 @@ is() {
         ok 0 "$what"
     else
         ok 1 "$what"
-        echo "#   got:      $got"
-        echo "#   expected: $expected"
-    fi
-}
-# A check of documented behaviour the extension does not have yet: reported, not counted as a
-# failure (TAP's TODO), so that the suite stays usable until it is fixed.
-todo_is() {
-    local got="$1" expected="$2" what="$3" reason="$4"
-    checks=$((checks + 1))
-    if [ "$got" = "$expected" ]; then
-        echo "ok $checks - $what # TODO $reason"
-    else
-        todo_failures=$((todo_failures + 1))
-        echo "not ok $checks - $what # TODO $reason"
         echo "#   got:      $got"
         echo "#   expected: $expected"
     fi
@@ -581,9 +566,8 @@ forget_pid "$victim_session"
 ok "$(wait_until 120 server_up && log_has "$before" 'all server processes terminated; reinitializing'; echo $?)" \
     "1/kill -9 after snapshots were turned off: crash recovery, and the server accepts connections"
 stale_entries="$(sql 'SELECT entries FROM ratelimit.memory_stats')"
-todo_is "$stale_entries $(sql "SELECT remaining FROM ratelimit.peek('snap', 10, '1 day', 1, 'rolling_window', 'memory')")" \
-    "0 10" "1/kill -9 after snapshots were turned off: the memory store starts empty" \
-    "the last snapshot file stays when snapshots are turned off, and the next crash restores it (older than every decision since)"
+is "$stale_entries $(sql "SELECT remaining FROM ratelimit.peek('snap', 10, '1 day', 1, 'rolling_window', 'memory')")" \
+    "0 10" "1/kill -9 after snapshots were turned off: the memory store starts empty (an old snapshot is not restored)"
 summary "1 kill-9/snapshots turned off: memory keys after the crash=$stale_entries (expected 0)"
 
 # =================================================================================================
@@ -611,9 +595,8 @@ for ((round = 1; round <= STOP_ROUNDS; round++)); do
     ok "$([ "$unlogged_before" -gt 0 ]; echo $?)" \
         "2/immediate: ... though $unlogged_before unlogged decisions had committed"
     memory_entries="$(sql 'SELECT entries FROM ratelimit.memory_stats')"
-    todo_is "$memory_entries" "0" \
-        "2/immediate: the memory store starts empty without snapshots (README: after a crash the store starts empty)" \
-        "the postmaster exits 0 after an immediate stop, so save_at_shutdown writes the store of SIGQUIT-ed backends and the next start restores it"
+    is "$memory_entries" "0" \
+        "2/immediate: the memory store starts empty without snapshots (an immediate stop saves nothing)"
     is "$(sql "SELECT allowed, remaining FROM ratelimit.consume('after-stop-$round', 5, '1 day', 1, 'rolling_window', 'memory')")" \
         "t 4" "2/immediate: the memory engine decides again"
     is "$(sql 'SELECT capacity FROM ratelimit.memory_stats')" "10000" "2/immediate: memory_stats works"
@@ -934,9 +917,6 @@ for line in "${SUMMARIES[@]}"; do
 done
 echo "# run time: $((SECONDS - run_started)) s (RELIABILITY_LONG=$LONG)"
 echo "1..$checks"
-if [ "$todo_failures" -gt 0 ]; then
-    echo "# $todo_failures known failure(s) marked TODO (extension behaviour that differs from the README)"
-fi
 if [ "$failures" -gt 0 ]; then
     echo "# $failures of $checks checks failed"
     exit 1
