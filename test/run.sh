@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test suite: formatting, core unit tests, pg_regress, pgTAP (pg_prove), the
-# concurrency tests, the pg_cron cleanup jobs and the memory engine's restarts, against throwaway
-# clusters that are stopped at the end, also when a suite fails.
+# Runs every test suite: formatting, core unit tests, pg_regress, pgTAP (pg_prove), the edge
+# helper's Node tests, the concurrency tests, the pg_cron cleanup jobs, the memory engine's
+# restarts, and the reliability suite (faults, pgbouncer), against throwaway clusters that are
+# stopped at the end, also when a suite fails. RELIABILITY_LONG=1 runs the longer variants.
 # This is the README's test command and what CI runs. Run as root from the repository root
 # (it installs missing packages and the built extension).
 set -euo pipefail
@@ -74,6 +75,10 @@ run_suite "concurrency (libpq, real connections)" concurrency
 run_suite "pg_cron cleanup jobs (pg_prove)" cron
 # Restarts, crashes and a server without the library preloaded need clusters of their own.
 run_suite "memory engine lifecycle (own clusters)" bash test/memory/lifecycle.sh
+# Reliability: faults under load (terminated and killed backends, immediate stops, timeouts, a
+# full disk) and exactness through pgbouncer in transaction pooling, on clusters of their own.
+run_suite "reliability: faults under load (own cluster)" bash test/reliability/faults.sh
+run_suite "reliability: pgbouncer transaction pooling (own cluster)" bash test/reliability/pgbouncer.sh
 
 echo
 if [ "$failed" -gt 0 ]; then
