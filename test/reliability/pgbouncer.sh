@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Exactness through pgbouncer in transaction pooling, on a cluster and a pgbouncer of its own.
 # 64 pgbench clients share a pool of 8 server connections, so consecutive transactions of one
-# client run on different backends and one backend serves many clients. Every transaction
+# client may run on different backends and one backend serves many clients. Every transaction
 # freezes the clock with SET LOCAL (a session SET would stay on whichever server connection
 # ran it and leak to other clients), makes one decision and records it in an audit table in
 # the same transaction.
