@@ -241,6 +241,7 @@ DECLARE
     sample_rate double precision;
     log_size integer;
     ring_slot integer;
+    caller_ip inet;
 BEGIN
     IF p_policies IS NULL THEN
         RAISE EXCEPTION '% must not be NULL', p_policy_argument USING ERRCODE = 'null_value_not_allowed';
@@ -250,6 +251,22 @@ BEGIN
     END IF;
     IF p_cost IS NULL THEN
         RAISE EXCEPTION 'p_cost must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF array_ndims(p_policies) > 1 THEN
+        RAISE EXCEPTION '% must be a one-dimensional array', p_policy_argument
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_ndims(p_keys) > 1 THEN
+        RAISE EXCEPTION '% must be a one-dimensional array', p_key_argument
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- The caller's address as one host: a netmask on it must not widen what it matches, and an
+    -- IPv4-mapped IPv6 address (::ffff:a.b.c.d) is the IPv4 address it carries.
+    IF p_ip IS NOT NULL THEN
+        caller_ip := set_masklen(p_ip, CASE family(p_ip) WHEN 4 THEN 32 ELSE 128 END);
+        IF family(caller_ip) = 6 AND caller_ip <<= inet '::ffff:0.0.0.0/96' THEN
+            caller_ip := inet '0.0.0.0' + (caller_ip - inet '::ffff:0.0.0.0');
+        END IF;
     END IF;
     n := coalesce(cardinality(p_policies), 0);
     IF n < 1 OR n > 16 THEN
@@ -317,7 +334,7 @@ BEGIN
           FROM ratelimit.access_list a
          WHERE (a.policy IS NULL OR a.policy = pol.name)
            AND (a.expires_at IS NULL OR a.expires_at > now_at)
-           AND (a.user_id = p_user OR a.key = p_keys[i] COLLATE "C" OR p_ip <<= a.ip);
+           AND (a.user_id = p_user OR a.key = p_keys[i] COLLATE "C" OR caller_ip <<= a.ip);
         IF listed.deny THEN
             answer.allowed := false;
             answer.policy := pol.name;
@@ -473,8 +490,8 @@ BEGIN
                             'retry_after_ms', d.retry_after_ms,
                             'user_id', p_user,
                             -- a policy that hashes its keys keeps the caller's IP hashed too
-                            'ip', CASE WHEN checked_hash[j] THEN ratelimit.hash_subject(host(p_ip))
-                                       ELSE host(p_ip) END))
+                            'ip', CASE WHEN checked_hash[j] THEN ratelimit.hash_subject(host(caller_ip))
+                                       ELSE host(caller_ip) END))
                 ON CONFLICT (slot) DO UPDATE
                     SET logged_at = EXCLUDED.logged_at, event_type = EXCLUDED.event_type,
                         severity = EXCLUDED.severity, source = EXCLUDED.source,
@@ -701,10 +718,20 @@ DECLARE
     body jsonb;
 BEGIN
     -- The formats are checked before anything is charged.
-    PERFORM ratelimit.http_headers(ROW(true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                       NULL, NULL)::ratelimit.policy_decision, p_reset_format);
-    PERFORM ratelimit.http_body(ROW(true, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                                    NULL, NULL)::ratelimit.policy_decision, p_body_shape);
+    IF p_reset_format IS NULL THEN
+        RAISE EXCEPTION 'p_reset_format must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_reset_format NOT IN ('iso8601', 'unix') THEN
+        RAISE EXCEPTION 'p_reset_format must be one of iso8601, unix (got "%")', left(p_reset_format, 64)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_body_shape IS NULL THEN
+        RAISE EXCEPTION 'p_body_shape must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_body_shape NOT IN ('error_message', 'detailed') THEN
+        RAISE EXCEPTION 'p_body_shape must be one of error_message, detailed (got "%")', left(p_body_shape, 64)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     answer := ratelimit.decide_policies(p_policies, p_keys, p_cost, p_tier, p_ip, p_user,
                                         'p_policies', 'p_keys');
     headers := ratelimit.http_headers(answer, p_reset_format);

@@ -41,6 +41,9 @@ struct Offender {
     Micros last_at = 0;
 };
 
+// The longest prefix of `text` of at most `max_bytes` that does not cut a UTF-8 character.
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) noexcept;
+
 class OffenderTable {
   public:
     static constexpr std::size_t kBytes = sizeof(OffenderSlot) * kOffenderSlots;

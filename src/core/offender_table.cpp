@@ -13,9 +13,19 @@ bool holds(const OffenderSlot& slot, std::string_view policy, std::string_view s
 
 }  // namespace
 
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) noexcept {
+    if (text.size() <= max_bytes)
+        return text;
+    std::size_t end = max_bytes;
+    // Back off over continuation bytes (10xxxxxx) to the start of the cut character.
+    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+        --end;
+    return text.substr(0, end);
+}
+
 void OffenderTable::record(std::string_view policy, std::string_view subject, Micros now) noexcept {
-    policy = policy.substr(0, kOffenderPolicyBytes);
-    subject = subject.substr(0, kOffenderSubjectBytes);
+    policy = utf8_prefix(policy, kOffenderPolicyBytes);
+    subject = utf8_prefix(subject, kOffenderSubjectBytes);
     OffenderSlot* fewest = &slots_[0];
     for (int i = 0; i < kOffenderSlots; ++i) {
         OffenderSlot& slot = slots_[i];

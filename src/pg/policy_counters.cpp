@@ -106,7 +106,7 @@ bool names(const PolicyCounter& counter, std::string_view name) {
 
 // The counter of `name`, named on first use; null when every slot is taken.
 PolicyCounter* counter_of(std::string_view name) {
-    name = name.substr(0, kNameBytes - 1);
+    name = utf8_prefix(name, kNameBytes - 1);
     const std::uint32_t start = hash_bytes(reinterpret_cast<const unsigned char*>(name.data()),
                                            static_cast<int>(name.size()));
     for (int pass = 0; pass < 2; ++pass) {
@@ -173,6 +173,15 @@ Datum record_outcomes_body(FunctionCallInfo fcinfo) {
     deconstruct_text_array(fcinfo, 2, &outcomes, &outcome_nulls, &outcome_count);
     if (subject_count != policy_count || outcome_count != policy_count)
         throw ArgumentError::invalid("p_outcomes", "must have as many elements as p_policies");
+    // Every outcome is checked before anything is counted: a bad call counts nothing.
+    for (int i = 0; i < policy_count; ++i) {
+        if (outcome_nulls[i])
+            continue;
+        const std::string_view outcome = text_view(outcomes[i]);
+        if (outcome != "allowed" && outcome != "denied" && outcome != "shadow_denied")
+            throw ArgumentError::invalid("p_outcomes",
+                                         "must hold allowed, denied or shadow_denied");
+    }
     const Micros now = clock_now();
     for (int i = 0; i < policy_count; ++i) {
         if (policy_nulls[i] || outcome_nulls[i])
@@ -184,11 +193,8 @@ Datum record_outcomes_body(FunctionCallInfo fcinfo) {
             count = counter ? &counter->allowed : nullptr;
         else if (outcome == "denied")
             count = counter ? &counter->denied : nullptr;
-        else if (outcome == "shadow_denied")
-            count = counter ? &counter->shadow_denied : nullptr;
         else
-            throw ArgumentError::invalid("p_outcomes",
-                                         "must hold allowed, denied or shadow_denied");
+            count = counter ? &counter->shadow_denied : nullptr;
         if (count != nullptr)
             pg_atomic_fetch_add_u64(count, 1);
         if (outcome == "denied" && !subject_nulls[i]) {
