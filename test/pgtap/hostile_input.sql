@@ -1,0 +1,982 @@
+-- Hostile input to every SQL-callable function of the extension. A generated matrix of bad calls
+-- (NULL in each argument; empty, 1 MB and 1 GB keys; invalid UTF-8 and NUL bytes; negative,
+-- zero, INT_MIN, INT_MAX and overflowing integers; absurd intervals; unknown, mis-cased and
+-- padded names; empty, oversized, mismatched and multi-dimensional arrays; malformed JWT claims
+-- and settings; crafted decisions; bad policy rows) must each fail with the SQLSTATE PostgreSQL
+-- or the extension gives for it, with a message naming the argument when the extension raises
+-- it, and write nothing: every counter table, the policy tables, the denial log and its sequence,
+-- the shared-memory policy counters and offenders, the memory engine's counters and a key it
+-- holds are compared before and after each call. Then keys made of SQL, quotes, $$, backslashes
+-- and escapes are stored verbatim by every surface that stores keys, and never executed; an IP
+-- spelled as a network must not slip past the deny list; what the shared-memory counters give
+-- back is valid UTF-8. One backend serves the whole file.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+CREATE EXTENSION ratelimit;
+SET LOCAL timezone = 'UTC';
+-- A fixed clock far ahead of the real one: the memory engine's worker, which expires keys on the
+-- real clock, never frees a key this file writes.
+SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
+-- Seed 000's check_rate_limit counts the JWT caller; increment_rate_limit lets it spend only its
+-- own quota.
+SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
+
+SELECT plan(2079);
+
+CREATE SCHEMA hostile;
+
+-- The memory engine and the policy counters live in shared memory, outside the transaction: the
+-- names this file gives them are new on every run.
+CREATE TABLE hostile.run AS
+SELECT 'hostile:mem:' || left(md5(random()::text || clock_timestamp()::text), 12) AS memory_key,
+       'hostile.' || left(md5(random()::text || clock_timestamp()::text), 12) AS counter_name,
+       pg_backend_pid() AS pid;
+
+------------------------------------------------------------------------------------------------
+-- Everything a call could write, as one value. Shared-memory names go in as md5 and byte
+-- length, so that a value that is not valid UTF-8 can still be compared and printed.
+------------------------------------------------------------------------------------------------
+CREATE FUNCTION hostile.snapshot() RETURNS jsonb LANGUAGE sql AS $$
+    SELECT jsonb_build_object(
+        'key_state', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.key) FROM ratelimit.key_state t),
+        'key_state_unlogged', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.key) FROM ratelimit.key_state_unlogged t),
+        'rpc_rate_limits', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.id) FROM public.rpc_rate_limits t),
+        'rate_limits', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.id) FROM public.rate_limits t),
+        'rate_limit_buckets', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.key, t.bucket_time) FROM public.rate_limit_buckets t),
+        'policies', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.name) FROM ratelimit.policies t),
+        'tiers', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.name) FROM ratelimit.tiers t),
+        'key_overrides', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.policy, t.key) FROM ratelimit.key_overrides t),
+        'access_list', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.id) FROM ratelimit.access_list t),
+        'denial_log', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.slot) FROM ratelimit.denial_log t),
+        'denial_log_position', (SELECT jsonb_build_array(s.last_value, s.is_called) FROM ratelimit.denial_log_position s),
+        'policy_stats', (SELECT jsonb_agg(jsonb_build_array(md5(p.policy), octet_length(p.policy), p.allowed,
+                                                            p.denied, p.shadow_denied) ORDER BY md5(p.policy))
+                           FROM ratelimit.policy_stats() p),
+        'top_offenders', (SELECT jsonb_agg(jsonb_build_array(md5(o.policy), md5(o.subject), o.denials, o.overcount,
+                                                             o.first_denied_at, o.last_denied_at)
+                                           ORDER BY md5(o.policy), md5(o.subject))
+                            FROM ratelimit.top_offenders(1000) o),
+        -- entries + expired: the worker freeing an expired key moves one to the other; a key
+        -- added or reset changes the sum.
+        'memory_decisions', (SELECT jsonb_build_array(m.allowed, m.denied, m.evictions, m.entries + m.expired)
+                               FROM ratelimit.memory_stats() m),
+        'memory_key', (SELECT to_jsonb(ratelimit.peek(r.memory_key, 3, '10 seconds', 0, 'fixed_window', 'memory'))
+                         FROM hostile.run r),
+        'relations', (SELECT jsonb_agg(c.oid::regclass::text ORDER BY c.oid::regclass::text) FROM pg_class c
+                       WHERE c.relnamespace IN ('public'::regnamespace, 'ratelimit'::regnamespace)))
+$$;
+
+-- The parts of a snapshot that differ.
+CREATE FUNCTION hostile.changed(p_before jsonb, p_after jsonb) RETURNS text[] LANGUAGE sql AS $$
+    SELECT coalesce(array_agg(k ORDER BY k), '{}')
+    FROM jsonb_object_keys(p_before || p_after) AS k
+    WHERE p_before -> k IS DISTINCT FROM p_after -> k
+$$;
+
+------------------------------------------------------------------------------------------------
+-- A valid call of each function, every argument named (SQL text). Each bad call replaces one or
+-- a few of them. nullable: NULL is a meaningful value there (a default, "none", "both"), so it is
+-- not one of the bad calls.
+------------------------------------------------------------------------------------------------
+CREATE TABLE hostile.arguments (
+    function regprocedure, call_name text, position integer, name text, valid text, nullable boolean,
+    PRIMARY KEY (function, name)
+);
+
+CREATE FUNCTION hostile.decision_literal() RETURNS text LANGUAGE sql AS $$
+    SELECT $d$ROW(false, 'activity.create_post', 10, 0, 1500, 1500, 60000, 1, 'limited', '{}', '2100-01-01 00:00:01+00')::ratelimit.policy_decision$d$
+$$;
+
+INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable)
+SELECT v.function::regprocedure, v.call_name, v.position, v.name, v.valid, v.nullable
+FROM hostile.run AS r, LATERAL (VALUES
+    ('public.check_rate_limit(text,integer,integer)', 'public.check_rate_limit', 1, 'p_rpc_name', '''hostile-rpc''', false),
+    ('public.check_rate_limit(text,integer,integer)', 'public.check_rate_limit', 2, 'p_max_calls', '10', false),
+    ('public.check_rate_limit(text,integer,integer)', 'public.check_rate_limit', 3, 'p_window_minutes', '1', false),
+    ('public.check_rate_limit_for_user(uuid,text,integer,integer)', 'public.check_rate_limit_for_user', 1, 'p_user_id', '''a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11''::uuid', false),
+    ('public.check_rate_limit_for_user(uuid,text,integer,integer)', 'public.check_rate_limit_for_user', 2, 'p_rpc_name', '''hostile-rpc''', false),
+    ('public.check_rate_limit_for_user(uuid,text,integer,integer)', 'public.check_rate_limit_for_user', 3, 'p_max_calls', '10', false),
+    ('public.check_rate_limit_for_user(uuid,text,integer,integer)', 'public.check_rate_limit_for_user', 4, 'p_window_minutes', '1', false),
+    ('public.cleanup_rpc_rate_limits(interval)', 'public.cleanup_rpc_rate_limits', 1, 'p_older_than', '''48 hours''::interval', false),
+    ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'public.increment_rate_limit', 1, 'p_user_id', '''a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11''::uuid', false),
+    ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'public.increment_rate_limit', 2, 'p_endpoint', '''hostile-endpoint''', false),
+    ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'public.increment_rate_limit', 3, 'p_limit', '10', false),
+    ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'public.increment_rate_limit', 4, 'p_window_seconds', '60', false),
+    ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'public.increment_rate_limit', 5, 'p_increment', '1', false),
+    ('public.check_rate_limit(text,integer,integer,integer)', 'public.check_rate_limit', 1, 'p_key', '''hostile-bucket''', false),
+    ('public.check_rate_limit(text,integer,integer,integer)', 'public.check_rate_limit', 2, 'p_limit', '10', false),
+    ('public.check_rate_limit(text,integer,integer,integer)', 'public.check_rate_limit', 3, 'p_window_seconds', '60', false),
+    ('public.check_rate_limit(text,integer,integer,integer)', 'public.check_rate_limit', 4, 'p_cost', '1', false),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 1, 'p_ip', '''198.51.100.7''', false),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 2, 'p_email', '''hostile@example.com''', false),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 3, 'p_global_limit', '1000', false),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 4, 'p_global_window_seconds', '60', false),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 5, 'p_ip_limit', '5', false),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 6, 'p_ip_window_seconds', '60', false),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 7, 'p_email_limit', '3', false),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 8, 'p_email_window_seconds', '3600', false),
+    ('ratelimit.reset(text,text)', 'ratelimit.reset', 1, 'p_key', quote_literal(r.memory_key), false),
+    ('ratelimit.reset(text,text)', 'ratelimit.reset', 2, 'p_engine', '''memory''', false),
+    ('ratelimit.block(text,interval,text)', 'ratelimit.block', 1, 'p_key', quote_literal(r.memory_key), false),
+    ('ratelimit.block(text,interval,text)', 'ratelimit.block', 2, 'p_duration', '''1 minute''::interval', false),
+    ('ratelimit.block(text,interval,text)', 'ratelimit.block', 3, 'p_engine', '''memory''', false),
+    ('ratelimit.cleanup_key_state(text)', 'ratelimit.cleanup_key_state', 1, 'p_engine', 'NULL', true),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 1, 'p_keys', format('ARRAY[''hostile:k'', %L]', r.memory_key), false),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 2, 'p_limits', 'ARRAY[3, 3]', false),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 3, 'p_periods', 'ARRAY[''10 seconds'', ''10 seconds'']::interval[]', false),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 4, 'p_algorithms', 'ARRAY[''fixed_window'', ''fixed_window'']', true),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 5, 'p_engines', 'ARRAY[''table'', ''memory'']', true),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 6, 'p_bursts', 'ARRAY[NULL, NULL]::integer[]', true),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 7, 'p_enforced', 'ARRAY[true, true]', true),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 8, 'p_cost', '1', false),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 1, 'p_limit', '3', false),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 2, 'p_period', '''10 seconds''::interval', false),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 3, 'p_algorithm', '''fixed_window''', false),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 4, 'p_engine', '''table''', false),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 5, 'p_burst', 'NULL', true),
+    ('ratelimit.hash_subject(text)', 'ratelimit.hash_subject', 1, 'p_value', '''x''', true),
+    ('ratelimit.describe_period(interval)', 'ratelimit.describe_period', 1, 'p_period', '''1 minute''::interval', true),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.check', 1, 'p_policy', '''activity.create_post''', false),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.check', 2, 'p_key', '''hostile-subject''', false),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.check', 3, 'p_cost', '1', false),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.check', 4, 'p_tier', 'NULL', true),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.check', 5, 'p_ip', 'NULL', true),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.check', 6, 'p_user', 'NULL', true),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'ratelimit.check_all', 1, 'p_policies', 'ARRAY[''activity.create_post'', ''activity.update_post'']', false),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'ratelimit.check_all', 2, 'p_keys', 'ARRAY[''hostile-subject'', ''hostile-subject'']', false),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'ratelimit.check_all', 3, 'p_cost', '1', false),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'ratelimit.check_all', 4, 'p_tier', 'NULL', true),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'ratelimit.check_all', 5, 'p_ip', 'NULL', true),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'ratelimit.check_all', 6, 'p_user', 'NULL', true),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.check_http', 1, 'p_policies', 'ARRAY[''activity.create_post'']', false),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.check_http', 2, 'p_keys', 'ARRAY[''hostile-subject'']', false),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.check_http', 3, 'p_cost', '1', false),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.check_http', 4, 'p_tier', 'NULL', true),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.check_http', 5, 'p_ip', 'NULL', true),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.check_http', 6, 'p_user', 'NULL', true),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.check_http', 7, 'p_reset_format', '''iso8601''', false),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.check_http', 8, 'p_body_shape', '''error_message''', false),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.decide_policies', 1, 'p_policies', 'ARRAY[''activity.create_post'']', false),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.decide_policies', 2, 'p_keys', 'ARRAY[''hostile-subject'']', false),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.decide_policies', 3, 'p_cost', '1', false),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.decide_policies', 4, 'p_tier', 'NULL', true),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.decide_policies', 5, 'p_ip', 'NULL', true),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.decide_policies', 6, 'p_user', 'NULL', true),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.decide_policies', 7, 'p_policy_argument', '''p_policies''', true),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'ratelimit.decide_policies', 8, 'p_key_argument', '''p_keys''', true),
+    ('ratelimit.http_headers(ratelimit.policy_decision,text)', 'ratelimit.http_headers', 1, 'p_decision', hostile.decision_literal(), false),
+    ('ratelimit.http_headers(ratelimit.policy_decision,text)', 'ratelimit.http_headers', 2, 'p_reset_format', '''iso8601''', false),
+    ('ratelimit.http_body(ratelimit.policy_decision,text)', 'ratelimit.http_body', 1, 'p_decision', hostile.decision_literal(), false),
+    ('ratelimit.http_body(ratelimit.policy_decision,text)', 'ratelimit.http_body', 2, 'p_shape', '''detailed''', false),
+    ('ratelimit.record_outcomes(text[],text[],text[])', 'ratelimit.record_outcomes', 1, 'p_policies', format('ARRAY[%L]', r.counter_name), true),
+    ('ratelimit.record_outcomes(text[],text[],text[])', 'ratelimit.record_outcomes', 2, 'p_subjects', 'ARRAY[''hostile-subject'']', true),
+    ('ratelimit.record_outcomes(text[],text[],text[])', 'ratelimit.record_outcomes', 3, 'p_outcomes', 'ARRAY[''allowed'']', true),
+    ('ratelimit.top_offenders(integer)', 'ratelimit.top_offenders', 1, 'p_limit', '10', false),
+    ('ratelimit.schedule_cleanup(text)', 'ratelimit.schedule_cleanup', 1, 'p_schedule', 'NULL', true)
+) AS v(function, call_name, position, name, valid, nullable);
+
+-- consume, peek and refund share their arguments; the bad calls run on the memory engine (the
+-- table engines' bad calls are in native_api_errors.sql).
+INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable)
+SELECT format('ratelimit.%s(text,integer,interval,integer,text,text,integer)', f)::regprocedure, 'ratelimit.' || f,
+       a.position, a.name, a.valid, a.nullable
+FROM hostile.run AS r, unnest(ARRAY['consume', 'peek', 'refund']) AS f,
+     LATERAL (VALUES (1, 'p_key', quote_literal(r.memory_key), false), (2, 'p_limit', '3', false),
+                     (3, 'p_period', '''10 seconds''::interval', false), (4, 'p_cost', '1', false),
+                     (5, 'p_algorithm', '''fixed_window''', false), (6, 'p_engine', '''memory''', false),
+                     (7, 'p_burst', 'NULL', true)) AS a(position, name, valid, nullable);
+
+-- The statement calling p_function with p_changes (argument name -> SQL text) in place of the
+-- valid values.
+CREATE FUNCTION hostile.call(p_function regprocedure, p_changes jsonb DEFAULT '{}') RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    unknown text;
+    statement text;
+BEGIN
+    SELECT string_agg(k, ', ') INTO unknown FROM jsonb_object_keys(p_changes) AS k
+    WHERE NOT EXISTS (SELECT 1 FROM hostile.arguments a WHERE a.function = p_function AND a.name = k);
+    IF unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'hostile.call: % has no argument %', p_function, unknown;
+    END IF;
+    SELECT format('SELECT %s(%s)', min(a.call_name),
+                  string_agg(format('%s => %s', a.name, coalesce(p_changes ->> a.name, a.valid)), ', '
+                             ORDER BY a.position))
+      INTO statement
+      FROM hostile.arguments a WHERE a.function = p_function;
+    RETURN statement;
+END
+$$;
+
+-- Runs p_statement with a setting changed for the rest of the statement's subtransaction (a
+-- failing call takes the change back with it).
+CREATE FUNCTION hostile.with_setting(p_name text, p_value text, p_statement text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config(p_name, p_value, true);
+    EXECUTE p_statement;
+END
+$$;
+
+------------------------------------------------------------------------------------------------
+-- The matrix. message is a LIKE pattern in which '_' stands for itself.
+------------------------------------------------------------------------------------------------
+CREATE TABLE hostile.matrix (
+    id serial PRIMARY KEY,
+    function regprocedure NOT NULL,
+    call text NOT NULL,
+    sqlstate text NOT NULL,
+    message text NOT NULL,
+    why text NOT NULL,
+    todo text
+);
+
+-- 1. NULL in each argument that gives NULL no meaning: 22004 naming it.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT a.function, hostile.call(a.function, jsonb_build_object(a.name, 'NULL')), '22004',
+       a.name || ' must not be NULL', 'NULL ' || a.name
+FROM hostile.arguments a WHERE NOT a.nullable
+ORDER BY a.function::text, a.position;
+
+-- NULL elements of the arrays: 22004 naming the element.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+       hostile.call('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+                    jsonb_build_object(v.name, v.value)),
+       '22004', v.name || '[2] must not be NULL', 'a NULL element of ' || v.name
+FROM (VALUES (1, 'p_keys', 'ARRAY[''hostile:k'', NULL]'), (2, 'p_limits', 'ARRAY[3, NULL]'),
+             (3, 'p_periods', 'ARRAY[''10 seconds'', NULL]::interval[]'),
+             (4, 'p_algorithms', 'ARRAY[''fixed_window'', NULL]'), (5, 'p_engines', 'ARRAY[''table'', NULL]'),
+             (6, 'p_enforced', 'ARRAY[true, NULL]')) AS v(n, name, value)
+ORDER BY v.n;
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT f::regprocedure, hostile.call(f::regprocedure, jsonb_build_object(v.name, v.value)), '22004',
+       v.name || '[' || v.element || '] must not be NULL', 'a NULL element of ' || v.name
+FROM (VALUES (1, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p_policies', 'ARRAY[''activity.create_post'', NULL]', 2),
+             (2, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p_keys', 'ARRAY[''hostile-subject'', NULL]', 2),
+             (3, 'ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_policies', 'ARRAY[NULL]::text[]', 1),
+             (4, 'ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[NULL]::text[]', 1),
+             (5, 'ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[NULL]::text[]', 1))
+     AS v(n, f, name, value, element)
+ORDER BY v.n;
+
+-- 2. Keys: empty, 1 MB, not UTF-8, for every argument that is a key (or an element of one).
+CREATE TABLE hostile.key_arguments (n serial, function regprocedure, name text, template text, label text);
+INSERT INTO hostile.key_arguments (function, name, template, label)
+SELECT v.f::regprocedure, v.name, v.template, v.label
+FROM hostile.run AS r, LATERAL (VALUES
+    ('public.check_rate_limit(text,integer,integer)', 'p_rpc_name', '%s', 'p_rpc_name'),
+    ('public.check_rate_limit_for_user(uuid,text,integer,integer)', 'p_rpc_name', '%s', 'p_rpc_name'),
+    ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'p_endpoint', '%s', 'p_endpoint'),
+    ('public.check_rate_limit(text,integer,integer,integer)', 'p_key', '%s', 'p_key'),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_ip', '%s', 'p_ip'),
+    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_email', '%s', 'p_email'),
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.peek(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.refund(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.reset(text,text)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.block(text,interval,text)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_keys',
+     'ARRAY[''hostile:k'', %s]', 'p_keys[2]'),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p_keys', 'ARRAY[''hostile-subject'', %s]', 'p_keys[2]'),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]'),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]')
+) AS v(f, name, template, label);
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT k.function, hostile.call(k.function, jsonb_build_object(k.name, format(k.template, v.value))),
+       v.sqlstate, format(v.message, k.label), format(v.why, k.label)
+FROM hostile.key_arguments k,
+     (VALUES (1, '''''', '22023', '%s must not be empty', 'empty %s'),
+             (2, 'repeat(''k'', 1048576)', '22023', '%s must be at most %% bytes%%', '1 MB %s'),
+             (3, 'convert_from(''\xff''::bytea, ''UTF8'')', '22021', 'invalid byte sequence for encoding "UTF8": 0xff',
+              '%s not UTF-8: refused before the function runs')) AS v(n, value, sqlstate, message, why)
+ORDER BY k.n, v.n;
+
+-- Bytes PostgreSQL itself refuses in text, whatever the function: NUL, broken sequences, a
+-- value past the 1 GB limit.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT k.function, hostile.call(k.function, jsonb_build_object(k.name, format(k.template, v.value))),
+       v.sqlstate, v.message, format(v.why, k.label)
+FROM hostile.key_arguments k,
+     (VALUES (1, 'E''k\x00''', '22021', 'invalid byte sequence for encoding "UTF8": 0x00', 'a NUL byte in %s'),
+             (2, 'chr(0)', '54000', 'null character not permitted', 'chr(0) as %s'),
+             (3, 'E''\xc3\x28''', '22021', 'invalid byte sequence for encoding "UTF8": 0xc3 0x28', 'a broken UTF-8 sequence in %s'),
+             (4, 'U&''k\0000''', '42601', 'invalid Unicode escape value', 'a \0000 escape in %s'),
+             (5, 'repeat(''k'', 1073741824)', '54000', 'requested length too large', 'a 1 GB %s')) AS v(n, value, sqlstate, message, why)
+WHERE k.n IN (1, 4, 5, 7, 13, 14)
+ORDER BY k.n, v.n;
+
+-- Key lengths are counted in bytes: 129 two-byte characters are 258 bytes. A policy key leaves
+-- room for the policy's name.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why) VALUES
+    ('public.check_rate_limit(text,integer,integer)',
+     hostile.call('public.check_rate_limit(text,integer,integer)', '{"p_rpc_name": "repeat(''é'', 129)"}'),
+     '22023', 'p_rpc_name must be at most 256 bytes long, got 258', '129 characters, 258 bytes'),
+    ('public.increment_rate_limit(uuid,text,integer,integer,integer)',
+     hostile.call('public.increment_rate_limit(uuid,text,integer,integer,integer)', '{"p_endpoint": "repeat(''€'', 86)"}'),
+     '22023', 'p_endpoint must be at most 256 bytes long, got 258', '86 characters, 258 bytes'),
+    ('public.check_rate_limit(text,integer,integer,integer)',
+     hostile.call('public.check_rate_limit(text,integer,integer,integer)', '{"p_key": "repeat(''🔥'', 65)"}'),
+     '22023', 'p_key must be at most 256 bytes long, got 260', '65 four-byte characters'),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)',
+     hostile.call('ratelimit.check(text,text,integer,text,inet,uuid)', '{"p_key": "repeat(''x'', 235)"}'),
+     '22023', 'p_key must be at most 234 bytes under policy "activity.create_post" (got 235)',
+     'one byte more than the policy leaves for the key');
+
+-- Whitespace only: trimmed, it is the empty subject every such caller would share.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why, todo)
+SELECT 'public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)',
+       hostile.call('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)',
+                    jsonb_build_object(v.name, '''    ''')),
+       '22023', v.name || ' must not be empty', 'only spaces in ' || v.name,
+       'whitespace-only p_ip/p_email is accepted and trimmed to one shared empty subject; refuse it?'
+FROM (VALUES (1, 'p_ip'), (2, 'p_email')) AS v(n, name)
+ORDER BY v.n;
+
+-- 3. Integers. The type refuses what does not fit (22003, or no such function for a bigint); the
+-- extension refuses what is out of its range (22023 naming the argument).
+CREATE TABLE hostile.integer_arguments (n serial, function regprocedure, name text, zero_ok boolean, max_ok boolean);
+INSERT INTO hostile.integer_arguments (function, name, zero_ok, max_ok)
+SELECT a.function, a.name,
+       a.name = 'p_cost' AND a.function::text LIKE 'ratelimit.%',
+       a.name IN ('p_max_calls', 'p_limit', 'p_increment', 'p_global_limit', 'p_ip_limit', 'p_email_limit')
+FROM hostile.arguments a
+WHERE a.function::text NOT LIKE '%describe_period%'
+  AND (SELECT t.typname FROM pg_proc p, pg_type t
+        WHERE p.oid = a.function AND t.oid = p.proargtypes[a.position - 1]) = 'int4'
+ORDER BY a.function::text, a.position;
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, v.value)), v.sqlstate,
+       format(v.message, i.name), format(v.why, i.name)
+FROM hostile.integer_arguments i,
+     (VALUES (1, '''2147483648''', '22003', 'value "2147483648" is out of range for type integer', '%s = 2^31'),
+             (2, '-2147483648', '22023', '%s %%', '%s = INT_MIN')) AS v(n, value, sqlstate, message, why)
+ORDER BY i.n, v.n;
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, '0')), '22023', i.name || ' %',
+       i.name || ' = 0'
+FROM hostile.integer_arguments i WHERE NOT i.zero_ok
+ORDER BY i.n;
+
+-- INT_MAX where it is out of range (a policy's cost above its limit is a denial, not an error).
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, '2147483647')), '22023', i.name || ' %',
+       i.name || ' = INT_MAX'
+FROM hostile.integer_arguments i
+WHERE NOT i.max_ok AND i.name <> 'p_burst'
+  AND NOT (i.name = 'p_cost' AND i.function::text ~ '^ratelimit\.("check"|check_all|check_http|decide_policies)\(')
+ORDER BY i.n;
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, v.value)), v.sqlstate, v.message,
+       format(v.why, i.name)
+FROM hostile.integer_arguments i,
+     (VALUES (1, '''-2147483649''', '22003', 'value "-2147483649" is out of range for type integer', '%s = -2^31 - 1'),
+             (2, '''99999999999999999999''', '22003', 'value "99999999999999999999" is out of range for type integer', '%s = 10^20'),
+             (3, '2147483648', '42883', 'function % does not exist', '%s = 2^31 as a bigint: no such function'),
+             (4, '''1.5''', '22P02', 'invalid input syntax for type integer: "1.5"', '%s = 1.5'),
+             (5, '''NaN''', '22P02', 'invalid input syntax for type integer: "NaN"', '%s = NaN'))
+     AS v(n, value, sqlstate, message, why)
+WHERE i.function::text LIKE ANY (ARRAY['check_rate_limit(text,integer,integer)', 'check_rate_limit_tiers%',
+                                       'ratelimit.consume(%', 'ratelimit."check"(%', 'ratelimit.top_offenders%'])
+  AND i.name IN ('p_max_calls', 'p_email_window_seconds', 'p_limit', 'p_cost')
+ORDER BY i.n, v.n;
+
+-- Integers inside the arrays, and a bucket's burst.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT f::regprocedure, hostile.call(f::regprocedure, v.changes::jsonb), v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_limits": "''{3,2147483648}''::integer[]"}', '22003', 'value "2147483648" is out of range for type integer', 'p_limits[2] = 2^31'),
+    (2, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_limits": "ARRAY[3, 0]"}', '22023', 'p_limits[2] must be greater than zero, got 0', 'p_limits[2] = 0'),
+    (3, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_limits": "ARRAY[3, -2147483648]"}', '22023', 'p_limits[2] must be greater than zero, got -2147483648', 'p_limits[2] = INT_MIN'),
+    (4, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_bursts": "ARRAY[NULL, 2]"}', '22023', 'p_bursts[2] applies only to token_bucket and gcra', 'a burst for fixed_window'),
+    (5, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_bursts": "ARRAY[NULL, 0]", "p_algorithms": "ARRAY[''fixed_window'', ''gcra'']"}', '22023',
+     'p_bursts[2] must be greater than zero, got 0', 'gcra burst 0'),
+    (6, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_bursts": "ARRAY[NULL, 2147483647]", "p_algorithms": "ARRAY[''fixed_window'', ''token_bucket'']"}', '22023',
+     'p_bursts[2] is too large: %', 'token_bucket burst INT_MAX for 3 per 10 seconds'),
+    (7, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_cost": "4"}', '22023', 'p_cost exceeds p_limit (3), so it could never be allowed (for p_keys[1])', 'a cost above the limits'),
+    (8, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)',
+     '{"p_algorithm": "''gcra''", "p_burst": "-2147483648"}', '22023', 'p_burst must be greater than zero, got -2147483648', 'gcra burst INT_MIN'),
+    (9, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)',
+     '{"p_algorithm": "''token_bucket''", "p_burst": "2147483647"}', '22023', 'p_burst is too large: %', 'token_bucket burst INT_MAX'),
+    (10, 'ratelimit.validate_limit(integer,interval,text,text,integer)',
+     '{"p_algorithm": "''gcra''", "p_burst": "0"}', '22023', 'p_burst must be greater than zero, got 0', 'gcra burst 0'),
+    (11, 'ratelimit.validate_limit(integer,interval,text,text,integer)',
+     '{"p_algorithm": "''sliding_window''", "p_engine": "''memory''", "p_limit": "7"}', '22023',
+     'p_limit must be at most 6 for sliding_window on the memory engine%', 'sliding_window 7 on the memory engine'),
+    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)',
+     '{"p_algorithm": "''sliding_window''", "p_limit": "2147483647", "p_cost": "2147483647"}', '22023',
+     'p_limit must be at most 6 for sliding_window on the memory engine%', 'sliding_window INT_MAX on the memory engine')
+) AS v(n, f, changes, sqlstate, message, why)
+ORDER BY v.n;
+
+-- 4. Intervals: negative, zero, months and years, past 365 days, below a millisecond, and
+-- literals PostgreSQL refuses itself (infinity does not exist for intervals in PostgreSQL 15).
+CREATE TABLE hostile.interval_arguments (n serial, function regprocedure, name text, template text, label text);
+INSERT INTO hostile.interval_arguments (function, name, template, label) VALUES
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.peek(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.refund(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.block(text,interval,text)', 'p_duration', '%s::interval', 'p_duration'),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_periods',
+     'ARRAY[''10 seconds''::interval, %s::interval]', 'p_periods[2]');
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, format(i.template, quote_literal(v.value)))),
+       v.sqlstate, format(v.message, i.label), format('%s = ''%s''', i.label, v.value)
+FROM hostile.interval_arguments i,
+     (VALUES (1, '-1 second', '22023', '%s must be greater than zero'),
+             (2, '0', '22023', '%s must be greater than zero'),
+             (3, '1 month', '22023', '%s must not use months or years, whose length varies (use days)'),
+             (4, '1000 years', '22023', '%s must not use months or years, whose length varies (use days)'),
+             (5, 'P1Y2M', '22023', '%s must not use months or years, whose length varies (use days)'),
+             (6, '366 days', '22023', '%s must be at most 365 days'),
+             (7, '2147483647 days 2562047788:00:54.775807', '22023', '%s must be at most 365 days'),
+             (8, '-2147483648 days', '22023', '%s must be at most 365 days'),
+             (9, 'infinity', '22007', 'invalid input syntax for type interval: "infinity"'),
+             (10, '-infinity', '22007', 'invalid input syntax for type interval: "-infinity"'),
+             (11, '1000000000 years', '22008', 'interval out of range'),
+             (12, '9999999999999 hours', '22015', 'interval field value out of range: "9999999999999 hours"'),
+             (13, '1 fortnight', '22007', 'invalid input syntax for type interval: "1 fortnight"'))
+     AS v(n, value, sqlstate, message)
+ORDER BY i.n, v.n;
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, format(i.template, '''999 microseconds'''))),
+       '22023', i.label || ' must be at least 1 millisecond', i.label || ' = 999 microseconds'
+FROM hostile.interval_arguments i WHERE i.name <> 'p_duration'
+ORDER BY i.n;
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT f::regprocedure, hostile.call(f::regprocedure, jsonb_build_object(v.name, quote_literal(v.value) || '::interval')),
+       v.sqlstate, v.message, format('%s = ''%s''', v.name, v.value)
+FROM (VALUES
+    (1, 'public.cleanup_rpc_rate_limits(interval)', 'p_older_than', '-1 second', '22023', 'p_older_than must not be negative, got -00:00:01'),
+    (2, 'public.cleanup_rpc_rate_limits(interval)', 'p_older_than', '-1 month 29 days', '22023', 'p_older_than must not be negative, got %'),
+    (3, 'public.cleanup_rpc_rate_limits(interval)', 'p_older_than', '-178000000 years', '22023', 'p_older_than must not be negative, got %'),
+    (4, 'public.cleanup_rpc_rate_limits(interval)', 'p_older_than', 'infinity', '22007', 'invalid input syntax for type interval: "infinity"'),
+    (5, 'public.cleanup_rpc_rate_limits(interval)', 'p_older_than', '1000000000 years', '22008', 'interval out of range'),
+    (6, 'ratelimit.describe_period(interval)', 'p_period', 'infinity', '22007', 'invalid input syntax for type interval: "infinity"'),
+    (7, 'ratelimit.describe_period(interval)', 'p_period', '1000000000 years', '22008', 'interval out of range')
+) AS v(n, f, name, value, sqlstate, message)
+ORDER BY v.n;
+
+-- 5. Names: unknown, differently cased, padded, SQL, 1 MB long (the message quotes 64 bytes of
+-- it), not UTF-8.
+CREATE TABLE hostile.name_arguments (n serial, function regprocedure, name text, template text, message text);
+INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+     'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
+    ('ratelimit.peek(text,integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+     'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
+    ('ratelimit.refund(text,integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+     'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'p_algorithm', '%s',
+     'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_algorithms',
+     'ARRAY[''fixed_window'', %s]',
+     'p_algorithms[2] must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'p_engine', '%s',
+     'p_engine must be one of table, unlogged, memory (got "%s")'),
+    ('ratelimit.reset(text,text)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
+    ('ratelimit.block(text,interval,text)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'p_engine', '%s',
+     'p_engine must be one of table, unlogged, memory (got "%s")'),
+    ('ratelimit.cleanup_key_state(text)', 'p_engine', '%s', 'p_engine must be one of table, unlogged (got "%s")'),
+    ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_engines',
+     'ARRAY[''table'', %s]', 'p_engines[2] must be one of table, unlogged, memory (got "%s")'),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p_policies', 'ARRAY[''activity.create_post'', %s]',
+     'p_policies[2]: unknown policy "%s"'),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_policies', 'ARRAY[%s]',
+     'p_policies[1]: unknown policy "%s"'),
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'p_policies', 'ARRAY[%s]',
+     'p_policies[1]: unknown policy "%s"'),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)', 'p_tier', '%s', 'p_tier: unknown tier "%s"'),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p_tier', '%s', 'p_tier: unknown tier "%s"'),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_tier', '%s', 'p_tier: unknown tier "%s"'),
+    ('ratelimit.http_headers(ratelimit.policy_decision,text)', 'p_reset_format', '%s',
+     'p_reset_format must be one of iso8601, unix (got "%s")'),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_reset_format', '%s',
+     'p_reset_format must be one of iso8601, unix (got "%s")'),
+    ('ratelimit.http_body(ratelimit.policy_decision,text)', 'p_shape', '%s',
+     'p_shape must be one of error_message, detailed (got "%s")'),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_body_shape', '%s',
+     'p_body_shape must be one of error_message, detailed (got "%s")');
+
+-- For each name: something unknown, its known value in capitals, the known value padded, SQL.
+CREATE TABLE hostile.known_names (name text PRIMARY KEY, unknown text, known text);
+INSERT INTO hostile.known_names VALUES
+    ('p_algorithm', 'leaky_bucket', 'fixed_window'), ('p_algorithms', 'leaky_bucket', 'fixed_window'),
+    ('p_engine', 'redis', 'table'), ('p_engines', 'redis', 'table'),
+    ('p_policy', 'no.such.policy', 'activity.create_post'), ('p_policies', 'no.such.policy', 'activity.update_post'),
+    ('p_tier', 'gold', 'premium'), ('p_reset_format', 'rfc1123', 'iso8601'),
+    ('p_shape', 'xml', 'detailed'), ('p_body_shape', 'xml', 'detailed');
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT a.function, hostile.call(a.function, jsonb_build_object(a.name, format(a.template, quote_literal(v.value)))),
+       '22023', replace(a.message, '%s', v.value), format('%s = %s', a.name, v.label)
+FROM hostile.name_arguments a JOIN hostile.known_names k ON k.name = a.name,
+     LATERAL (VALUES (1, k.unknown, 'an unknown name'),
+                     (2, upper(k.known), 'the known name in capitals'),
+                     (3, ' ' || k.known || ' ', 'the known name padded with spaces'),
+                     (4, k.known || '''; DROP TABLE ratelimit.policies; --', 'the known name followed by SQL')) AS v(n, value, label)
+ORDER BY a.n, v.n;
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT a.function, hostile.call(a.function, jsonb_build_object(a.name, format(a.template, v.value))),
+       v.sqlstate, CASE WHEN v.sqlstate = '22023' THEN replace(a.message, '%s', v.quoted) ELSE v.message END,
+       format('%s = %s', a.name, v.label)
+FROM hostile.name_arguments a,
+     (VALUES (1, 'repeat(''x'', 1048576)', '22023', repeat('x', 64), NULL, '1 MB of x (the message quotes 64 bytes)'),
+             (2, '''''', '22023', '', NULL, 'empty'),
+             (3, 'convert_from(''\xff''::bytea, ''UTF8'')', '22021', NULL,
+              'invalid byte sequence for encoding "UTF8": 0xff', 'not UTF-8')) AS v(n, value, sqlstate, quoted, message, label)
+ORDER BY a.n, v.n;
+
+-- 6. Arrays: empty, too many, mismatched lengths, more than one dimension, repeated entries.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why, todo)
+SELECT f::regprocedure, hostile.call(f::regprocedure, v.changes::jsonb), v.sqlstate, v.message, v.why, v.todo
+FROM (VALUES
+    (1, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_keys": "''{}''::text[]", "p_limits": "''{}''::integer[]", "p_periods": "''{}''::interval[]", "p_algorithms": "NULL", "p_engines": "NULL", "p_bursts": "NULL", "p_enforced": "NULL"}',
+     '22023', 'p_keys must have 1 to 16 elements (got 0)', 'no keys', NULL),
+    (2, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_keys": "(SELECT array_agg(''k'' || i) FROM generate_series(1, 17) i)", "p_limits": "array_fill(3, ARRAY[17])", "p_periods": "array_fill(''10 seconds''::interval, ARRAY[17])", "p_algorithms": "NULL", "p_engines": "NULL", "p_bursts": "NULL", "p_enforced": "NULL"}',
+     '22023', 'p_keys must have 1 to 16 elements (got 17)', '17 keys', NULL),
+    (3, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_limits": "array_fill(3, ARRAY[200000000])"}', '54000', 'array size exceeds the maximum allowed (134217727)',
+     '200 million limits: PostgreSQL refuses the array', NULL),
+    (4, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_limits": "ARRAY[3]"}', '22023', 'p_limits must have as many elements as p_keys (2, got 1)', 'one limit for two keys', NULL),
+    (5, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_periods": "ARRAY[''1 second'', ''1 second'', ''1 second'']::interval[]"}', '22023',
+     'p_periods must have as many elements as p_keys (2, got 3)', 'three periods for two keys', NULL),
+    (6, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_algorithms": "''{}''::text[]"}', '22023', 'p_algorithms must have as many elements as p_keys (2, got 0)', 'no algorithms for two keys', NULL),
+    (7, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_engines": "ARRAY[''table'']"}', '22023', 'p_engines must have as many elements as p_keys (2, got 1)', 'one engine for two keys', NULL),
+    (8, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_bursts": "ARRAY[1, 1, 1]"}', '22023', 'p_bursts must have as many elements as p_keys (2, got 3)', 'three bursts for two keys', NULL),
+    (9, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_enforced": "ARRAY[true]"}', '22023', 'p_enforced must have as many elements as p_keys (2, got 1)', 'one flag for two keys', NULL),
+    (10, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_keys": "''{{hostile:k,hostile:j}}''::text[]"}', '22023', 'p_keys must be a one-dimensional array', 'a 1x2 key array', NULL),
+    (11, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_limits": "''{{3},{3}}''::integer[]"}', '22023', 'p_limits must be a one-dimensional array', 'a 2x1 limit array', NULL),
+    (12, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_periods": "''{{1 second,1 second}}''::interval[]"}', '22023', 'p_periods must be a one-dimensional array', 'a 1x2 period array', NULL),
+    (13, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_algorithms": "''{{fixed_window},{fixed_window}}''::text[]"}', '22023', 'p_algorithms must be a one-dimensional array', 'a 2x1 algorithm array', NULL),
+    (14, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_engines": "''{{table,memory}}''::text[]"}', '22023', 'p_engines must be a one-dimensional array', 'a 1x2 engine array', NULL),
+    (15, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_bursts": "''{{NULL},{NULL}}''::integer[]"}', '22023', 'p_bursts must be a one-dimensional array', 'a 2x1 burst array', NULL),
+    (16, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_enforced": "''{{true,true}}''::boolean[]"}', '22023', 'p_enforced must be a one-dimensional array', 'a 1x2 flag array', NULL),
+    (17, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
+     '{"p_keys": "ARRAY[''hostile:k'', ''hostile:k'']", "p_engines": "ARRAY[''table'', ''table'']"}', '22023',
+     'p_keys[2] repeats p_keys[1] on the same engine: each key may appear once', 'one key twice on one engine', NULL),
+    (18, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)',
+     '{"p_policies": "''{}''::text[]", "p_keys": "''{}''::text[]"}', '22023', 'p_policies must have 1 to 16 elements (got 0)', 'no policies', NULL),
+    (19, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)',
+     '{"p_policies": "array_fill(''activity.create_post''::text, ARRAY[17])", "p_keys": "array_fill(''k''::text, ARRAY[17])"}',
+     '22023', 'p_policies must have 1 to 16 elements (got 17)', '17 policies', NULL),
+    (20, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)',
+     '{"p_keys": "ARRAY[''hostile-subject'']"}', '22023', 'p_keys must have as many elements as p_policies (2, got 1)', 'one key for two policies', NULL),
+    (21, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)',
+     '{"p_policies": "ARRAY[''activity.create_post'', ''activity.create_post'']"}', '22023',
+     'p_policies[2]: policy "activity.create_post" is listed twice', 'one policy twice', NULL),
+    (22, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)',
+     '{"p_policies": "''{{activity.create_post,activity.update_post}}''::text[]"}', '22023', 'p_policies %dimension%',
+     'a 1x2 policy array: the same refusal as consume_all''s (22023 naming the argument), not a NULL element', NULL),
+    (23, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)',
+     '{"p_keys": "''{{hostile-subject},{hostile-subject}}''::text[]"}', '22023', 'p_keys %dimension%',
+     'a 2x1 key array: the same refusal as consume_all''s (22023 naming the argument), not a NULL element', NULL),
+    (24, 'ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)',
+     '{"p_policies": "ARRAY[''activity.create_post'', ''activity.update_post'']"}', '22023',
+     'p_keys must have as many elements as p_policies (2, got 1)', 'two policies, one key', NULL),
+    (25, 'ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)',
+     '{"p_policies": "''{{activity.create_post}}''::text[]", "p_keys": "''{{hostile-subject}}''::text[]"}', '22023', 'p_policies %dimension%',
+     'a 1x1 policy array: the same refusal as consume_all''s (22023 naming the argument), not a NULL element', NULL),
+    (26, 'ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)',
+     '{"p_keys": "ARRAY[''a'', ''b'']"}', '22023', 'p_keys must have as many elements as p_policies (1, got 2)', 'two keys, one policy', NULL),
+    (27, 'ratelimit.record_outcomes(text[],text[],text[])',
+     '{"p_subjects": "ARRAY[''a'', ''b'']"}', '22023', 'p_outcomes must have as many elements as p_policies', 'two subjects, one policy', NULL),
+    (28, 'ratelimit.record_outcomes(text[],text[],text[])',
+     '{"p_outcomes": "''{}''::text[]"}', '22023', 'p_outcomes must have as many elements as p_policies', 'no outcome, one policy', NULL),
+    (29, 'ratelimit.record_outcomes(text[],text[],text[])',
+     '{"p_policies": "NULL"}', '22023', 'p_outcomes must have as many elements as p_policies', 'no policies, one subject and outcome', NULL)
+) AS v(n, f, changes, sqlstate, message, why, todo)
+ORDER BY v.n;
+
+-- An outcome that is none of the three: refused, and nothing counted, not even the elements
+-- before it.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT 'ratelimit.record_outcomes(text[],text[],text[])',
+       hostile.call('ratelimit.record_outcomes(text[],text[],text[])', v.changes), '22023',
+       'p_outcomes must hold allowed, denied or shadow_denied', v.why
+FROM hostile.run AS r, LATERAL (VALUES
+    (1, jsonb_build_object('p_policies', format('ARRAY[%L]', r.counter_name || '.new'), 'p_outcomes', 'ARRAY[''bogus'']'),
+     'an unknown outcome for a policy not counted yet'),
+    (2, jsonb_build_object('p_policies', format('ARRAY[%L, %L]', r.counter_name, r.counter_name || '.2'),
+                           'p_subjects', 'ARRAY[''s1'', ''s2'']', 'p_outcomes', 'ARRAY[''denied'', ''bogus'']'),
+     'a denial, then an unknown outcome'),
+    (3, jsonb_build_object('p_outcomes', 'ARRAY[''ALLOWED'']'), 'an outcome in capitals for a policy already counted')) AS v(n, changes, why)
+ORDER BY v.n;
+
+-- 7. The caller's identity (seed 000 counts it, seed 002 spends only its quota): malformed
+-- claims are refused (22023 naming the setting), never taken as anonymous.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT f::regprocedure,
+       format('SELECT hostile.with_setting(%L, %s, %L)', v.setting, v.value, hostile.call(f::regprocedure)),
+       v.sqlstate, v.message, v.why
+FROM (VALUES ('public.check_rate_limit(text,integer,integer)'),
+             ('public.increment_rate_limit(uuid,text,integer,integer,integer)')) AS fs(f),
+     (VALUES
+        (1, 'request.jwt.claims', '''[1]''', '22023', 'request.jwt.claims must be a JSON object', 'claims that are an array'),
+        (2, 'request.jwt.claims', '''not json''', '22023', 'request.jwt.claims must be a JSON object', 'claims that are not JSON'),
+        (3, 'request.jwt.claims', '''{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"} trailing''', '22023',
+         'request.jwt.claims must be a JSON object', 'a valid object followed by garbage'),
+        (4, 'request.jwt.claims', '''{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\u0000"}''', '22023',
+         'request.jwt.claims must be a JSON object', 'a \u0000 escape in the sub'),
+        (5, 'request.jwt.claims', '''{"a":'' || repeat(''['', 100000) || repeat('']'', 100000) || '',"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"}''',
+         '22023', 'request.jwt.claims must be a JSON object', 'claims nested 100000 deep'),
+        (6, 'request.jwt.claims', '$c${"sub":"''; DROP TABLE ratelimit.policies; --"}$c$', '22023',
+         'request.jwt.claims has a "sub" claim that is not a UUID', 'SQL as the sub'),
+        (7, 'request.jwt.claims', '''{"sub":12345}''', '22023', 'request.jwt.claims has a "sub" claim that is not a UUID', 'a number as the sub'),
+        (8, 'request.jwt.claims', '''{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","sub":"nobody"}''', '22023',
+         'request.jwt.claims has a "sub" claim that is not a UUID', 'a second sub that is not a UUID (the last one counts)'),
+        (9, 'request.jwt.claims', '''{"sub":"{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}"}''', '22023',
+         'request.jwt.claims has a "sub" claim that is not a UUID', 'a UUID in braces'),
+        (10, 'request.jwt.claims', '''{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11 "}''', '22023',
+         'request.jwt.claims has a "sub" claim that is not a UUID', 'a UUID with a trailing space'),
+        (11, 'request.jwt.claims', '''{"sub":'' || repeat(''"x'', 1) || repeat(''x'', 1048576) || ''"}''', '22023',
+         'request.jwt.claims has a "sub" claim that is not a UUID', 'a 1 MB sub'),
+        (12, 'request.jwt.claim.sub', $s$'''; DROP TABLE ratelimit.policies; --'$s$, '22023', 'request.jwt.claim.sub must be a UUID',
+         'SQL as request.jwt.claim.sub'))
+     AS v(n, setting, value, sqlstate, message, why)
+ORDER BY fs.f, v.n;
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why) VALUES
+    ('public.increment_rate_limit(uuid,text,integer,integer,integer)',
+     hostile.call('public.increment_rate_limit(uuid,text,integer,integer,integer)',
+                  '{"p_user_id": "''b1ffcd00-0000-4000-8000-000000000002''::uuid"}'),
+     '42501', 'p_user_id must be the caller''s own id (the JWT sub)', 'another user''s quota'),
+    ('public.check_rate_limit_for_user(uuid,text,integer,integer)',
+     hostile.call('public.check_rate_limit_for_user(uuid,text,integer,integer)', '{"p_user_id": "''nobody''::uuid"}'),
+     '22P02', 'invalid input syntax for type uuid: "nobody"', 'a user id that is not a UUID'),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)',
+     hostile.call('ratelimit.check(text,text,integer,text,inet,uuid)', '{"p_user": "''''''; DROP TABLE ratelimit.policies; --''::uuid"}'),
+     '22P02', 'invalid input syntax for type uuid: %', 'SQL as p_user'),
+    ('ratelimit.check(text,text,integer,text,inet,uuid)',
+     hostile.call('ratelimit.check(text,text,integer,text,inet,uuid)', '{"p_ip": "''not-an-ip''::inet"}'),
+     '22P02', 'invalid input syntax for type inet: "not-an-ip"', 'p_ip that is not an address'),
+    ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)',
+     hostile.call('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', '{"p_ip": "''203.0.113.7/33''::inet"}'),
+     '22P02', 'invalid input syntax for type inet: "203.0.113.7/33"', 'p_ip with a 33-bit mask'),
+    ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)',
+     hostile.call('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', '{"p_ip": "''999.0.0.1''::inet"}'),
+     '22P02', 'invalid input syntax for type inet: "999.0.0.1"', 'p_ip with an octet above 255');
+
+-- 8. Settings the extension reads: refused when set, so no call ever sees them.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT v.f::regprocedure, format('SELECT set_config(%L, %L, true), %s', v.setting, v.value, v.tail), '22023', v.message, v.why
+FROM (VALUES
+    (1, 'ratelimit.clock_now()', 'ratelimit.test_clock', 'infinity', 'ratelimit.clock_now()',
+     'invalid value for parameter "ratelimit.test_clock": "infinity"', 'a test clock at infinity'),
+    (2, 'ratelimit.clock_now()', 'ratelimit.test_clock', '10000-01-01 00:00:00+00', 'ratelimit.clock_now()',
+     'invalid value for parameter "ratelimit.test_clock": %', 'a test clock in the year 10000'),
+    (3, 'ratelimit.clock_now()', 'ratelimit.test_clock', '1969-12-31 23:59:59+00', 'ratelimit.clock_now()',
+     'invalid value for parameter "ratelimit.test_clock": %', 'a test clock before 1970'),
+    (4, 'ratelimit.clock_now()', 'ratelimit.test_clock', '''; DROP TABLE ratelimit.policies; --', 'ratelimit.clock_now()',
+     'invalid value for parameter "ratelimit.test_clock": %', 'SQL as the test clock'),
+    (5, 'ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.denial_log_size', '-1',
+     'ratelimit.check(''activity.create_post'', ''hostile-subject'')', '-1 is outside the valid range for parameter "ratelimit.denial_log_size"%',
+     'a negative denial log size'),
+    (6, 'ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.denial_log_sample_rate', 'NaN',
+     'ratelimit.check(''activity.create_post'', ''hostile-subject'')', 'invalid value for parameter "ratelimit.denial_log_sample_rate": "NaN"',
+     'a denial sample rate of NaN'),
+    (7, 'ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.denial_log_sample_rate', '2',
+     'ratelimit.check(''activity.create_post'', ''hostile-subject'')', '2 is outside the valid range for parameter "ratelimit.denial_log_sample_rate"%',
+     'a denial sample rate of 2')
+) AS v(n, f, setting, value, tail, message, why)
+ORDER BY v.n;
+
+-- 9. Functions without arguments, called with one; functions that need what is not there.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT v.f::regprocedure, v.call, v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'ratelimit.clock_now()', 'SELECT ratelimit.clock_now(''2100-01-01'')', '42883', 'function % does not exist', 'an argument'),
+    (2, 'ratelimit.cleanup_jobs()', $q$SELECT ratelimit.cleanup_jobs('; DROP TABLE ratelimit.policies; --')$q$, '42883', 'function % does not exist', 'SQL as an argument'),
+    (3, 'ratelimit.memory_stats()', 'SELECT ratelimit.memory_stats(1)', '42883', 'function % does not exist', 'an argument'),
+    (4, 'ratelimit.policy_stats()', 'SELECT ratelimit.policy_stats(NULL::text)', '42883', 'function % does not exist', 'a NULL argument'),
+    (5, 'ratelimit.reset_policy_stats()', 'SELECT ratelimit.reset_policy_stats(true)', '42883', 'function % does not exist', 'an argument'),
+    (6, 'public.cleanup_expired_rate_limits()', 'SELECT public.cleanup_expired_rate_limits(''1 hour''::interval)', '42883', 'function % does not exist', 'an argument'),
+    (7, 'public.cleanup_old_rate_limit_buckets()', 'SELECT public.cleanup_old_rate_limit_buckets(0)', '42883', 'function % does not exist', 'an argument'),
+    (8, 'ratelimit.unschedule_cleanup()', 'SELECT ratelimit.unschedule_cleanup()', '55000', 'pg_cron is not installed in database %', 'no pg_cron here'),
+    (9, 'ratelimit.schedule_cleanup(text)', $q$SELECT ratelimit.schedule_cleanup(p_schedule => '* * * * *''); DROP TABLE ratelimit.policies; --')$q$,
+     '55000', 'pg_cron is not installed in database %', 'SQL as the schedule, no pg_cron here'),
+    (10, 'ratelimit.policies_validate()', 'SELECT ratelimit.policies_validate()', '0A000', 'trigger functions can only be called as triggers', 'called directly'),
+    (11, 'ratelimit.hash_subject(text)', hostile.call('ratelimit.hash_subject(text)', '{"p_value": "convert_from(''\\xff''::bytea, ''UTF8'')"}'),
+     '22021', 'invalid byte sequence for encoding "UTF8": 0xff', 'not UTF-8'),
+    (12, 'ratelimit.hash_subject(text)', hostile.call('ratelimit.hash_subject(text)', '{"p_value": "repeat(''k'', 1073741824)"}'),
+     '54000', 'requested length too large', 'a 1 GB value'),
+    (13, 'ratelimit.top_offenders(integer)', hostile.call('ratelimit.top_offenders(integer)', '{"p_limit": "-1"}'),
+     '22023', 'p_limit must be at least 1 (got -1)', 'p_limit = -1'),
+    (14, 'public.cleanup_rpc_rate_limits(interval)', 'SELECT public.cleanup_rpc_rate_limits(''1 hour'', ''2 hours'')', '42883',
+     'function % does not exist', 'two arguments')
+) AS v(n, f, call, sqlstate, message, why)
+ORDER BY v.n;
+
+-- 10. Crafted decisions for the HTTP helpers: all NULL is no decision; waits and counts past
+-- what a timestamp or an integer holds are refused by PostgreSQL's own arithmetic.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT v.f::regprocedure, hostile.call(v.f::regprocedure, jsonb_build_object('p_decision', v.decision)), v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'ratelimit.http_headers(ratelimit.policy_decision,text)',
+     'ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::ratelimit.policy_decision', '22004',
+     'p_decision must not be NULL', 'a decision whose every field is NULL'),
+    (2, 'ratelimit.http_body(ratelimit.policy_decision,text)',
+     'ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::ratelimit.policy_decision', '22004',
+     'p_decision must not be NULL', 'a decision whose every field is NULL'),
+    (3, 'ratelimit.http_headers(ratelimit.policy_decision,text)',
+     $d$ROW(false, 'p', 5, 0, 9223372036854775807, 0, 60000, 1, 'limited', '{}', '2100-01-01')::ratelimit.policy_decision$d$, '22008',
+     'timestamp out of range', 'a wait of 2^63 - 1 ms'),
+    (4, 'ratelimit.http_body(ratelimit.policy_decision,text)',
+     $d$ROW(false, 'p', 5, 0, 1000, 1000, 60000, 2147483647, 'limited', '{}', '2100-01-01')::ratelimit.policy_decision$d$, '22003',
+     'integer out of range', 'a cost of INT_MAX on top of the limit')
+) AS v(n, f, decision, sqlstate, message, why)
+ORDER BY v.n;
+
+-- 11. Policy rows, checked by the policies_validate trigger and the tables' constraints.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT 'ratelimit.policies_validate()', v.call, v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', 5, '1000 years')$q$, '22023',
+     'policy "hostile.p": p_period must not use months or years, whose length varies (use days)', 'a policy of 5 per 1000 years'),
+    (2, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', '2147483648', '1 minute')$q$, '22003',
+     'value "2147483648" is out of range for type integer', 'a policy limit of 2^31'),
+    (3, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', 0, '1 minute')$q$, '22023',
+     'policy "hostile.p": p_limit must be greater than zero, got 0', 'a policy limit of 0'),
+    (4, $q$INSERT INTO ratelimit.policies (name, "limit", period, algorithm) VALUES ('hostile.p', 5, '1 minute', 'leaky''; DROP TABLE ratelimit.policies; --')$q$,
+     '22023', 'policy "hostile.p": p_algorithm must be one of %', 'SQL as a policy''s algorithm'),
+    (5, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('x''; DROP TABLE ratelimit.policies; --', 5, '1 minute')$q$,
+     '23514', 'new row for relation "policies" violates check constraint "policies_name_check"', 'SQL as a policy''s name'),
+    (6, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES (repeat('p', 64), 5, '1 minute')$q$,
+     '23514', 'new row for relation "policies" violates check constraint "policies_name_check"', 'a 64-byte policy name'),
+    (7, $q$UPDATE ratelimit.policies SET engine = 'memory', algorithm = 'sliding_window' WHERE name = 'activity.create_post'$q$,
+     '22023', 'policy "activity.create_post": p_limit must be at most 6 for sliding_window on the memory engine%',
+     'sliding_window 10 moved to the memory engine'),
+    (8, $q$UPDATE ratelimit.policies SET period = '-1 second' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": p_period must be greater than zero', 'a negative period'),
+    (9, $q$INSERT INTO ratelimit.tiers (name, multiplier) VALUES ('hostile', 'NaN')$q$, '23514',
+     'new row for relation "tiers" violates check constraint "tiers_multiplier_check"', 'a tier multiplier of NaN'),
+    (10, $q$INSERT INTO ratelimit.key_overrides (policy, key, "limit") VALUES ('activity.create_post', 'k', 0)$q$, '23514',
+     'new row for relation "key_overrides" violates check constraint "key_overrides_limit_check"', 'an override limit of 0'),
+    (11, $q$INSERT INTO ratelimit.access_list (action, ip) VALUES ('deny', '10.0.0.1/8')$q$, '22P02',
+     'invalid cidr value: "10.0.0.1/8"', 'a network with host bits set'),
+    (12, $q$INSERT INTO ratelimit.access_list (action, key) VALUES ('allow''; --', 'k')$q$, '23514',
+     'new row for relation "access_list" violates check constraint "access_list_action_check"', 'SQL as an action')
+) AS v(n, call, sqlstate, message, why)
+ORDER BY v.n;
+
+------------------------------------------------------------------------------------------------
+-- Existing state under every key the bad calls name, so an error must leave rows as they were,
+-- not only add none.
+------------------------------------------------------------------------------------------------
+SELECT lives_ok(format('SELECT %s', string_agg(s, ', ')), 'a valid call of each surface writes the state the bad calls must leave alone')
+FROM (VALUES
+    ('public.check_rate_limit(p_rpc_name => ''hostile-rpc'', p_max_calls => 10, p_window_minutes => 1)'),
+    ('public.increment_rate_limit(''a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'', ''hostile-endpoint'', 10, 60)'),
+    ('public.check_rate_limit(''hostile-bucket'', 10, 60, 1)'),
+    ('public.check_rate_limit_tiers(''198.51.100.7'', ''hostile@example.com'')'),
+    ('ratelimit.consume(''hostile:k'', 3, ''10 seconds'')'),
+    ('ratelimit.consume(''hostile:k'', 3, ''10 seconds'', p_engine => ''unlogged'')'),
+    (format('ratelimit.consume(%L, 3, ''10 seconds'', p_engine => ''memory'')', (SELECT memory_key FROM hostile.run))),
+    ('ratelimit.check(''activity.create_post'', ''hostile-subject'')'),
+    ('ratelimit.check(''activity.update_post'', ''hostile-subject'')'),
+    (format('ratelimit.record_outcomes(ARRAY[%L], ARRAY[''hostile-subject''], ARRAY[''denied''])', (SELECT counter_name FROM hostile.run)))
+) AS v(s);
+
+------------------------------------------------------------------------------------------------
+-- Every function of the extension is in the matrix, and the matrix is as large as planned.
+------------------------------------------------------------------------------------------------
+SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
+                 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit') AND d.deptype = 'e'
+                   AND d.classid = 'pg_proc'::regclass
+                EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
+          '{}'::text[], 'every SQL-callable function of the extension has bad calls in the matrix');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 34::bigint, 'the matrix covers the 34 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 658::bigint, 'the matrix holds 658 bad calls');
+SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
+          'no bad call is listed twice');
+
+------------------------------------------------------------------------------------------------
+-- The matrix, one row at a time: the SQLSTATE, the message, and nothing written anywhere.
+------------------------------------------------------------------------------------------------
+CREATE FUNCTION hostile.check(p_id integer) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    m hostile.matrix;
+    before jsonb;
+    label text;
+BEGIN
+    SELECT * INTO m FROM hostile.matrix WHERE id = p_id;
+    label := format('bad call %s, %s: %s', m.id, split_part(m.function::text, '(', 1), m.why);
+    IF m.todo IS NOT NULL THEN
+        PERFORM todo(m.todo, 3);
+    END IF;
+    before := hostile.snapshot();
+    RETURN NEXT throws_ok(m.call, m.sqlstate, NULL, format('%s: SQLSTATE %s', label, m.sqlstate));
+    RETURN NEXT throws_like(m.call, replace(replace(m.message, '\', '\\'), '_', '\_'),
+                            format('%s: the message is "%s"', label, m.message));
+    RETURN NEXT is(hostile.changed(before, hostile.snapshot()), '{}'::text[], label || ': nothing written');
+END
+$$;
+
+SELECT hostile.check(id) FROM hostile.matrix ORDER BY id;
+
+------------------------------------------------------------------------------------------------
+-- NULL where the function is STRICT or NULL means nothing: an answer of NULL, nothing written.
+------------------------------------------------------------------------------------------------
+CREATE TABLE hostile.before_nulls AS SELECT hostile.snapshot() AS s;
+SELECT is(ratelimit.hash_subject(NULL), NULL, 'hash_subject(NULL) is NULL (STRICT)');
+SELECT is(ratelimit.describe_period(NULL), NULL, 'describe_period(NULL) is NULL');
+SELECT is(ratelimit.record_outcomes(NULL, NULL, NULL), true, 'record_outcomes of no arrays counts nothing');
+SELECT is(hostile.changed((SELECT s FROM hostile.before_nulls), hostile.snapshot()), '{}'::text[],
+          'the NULL calls wrote nothing');
+
+------------------------------------------------------------------------------------------------
+-- Keys are data. Each hostile key, used once by every surface that stores keys, is stored
+-- byte for byte as the key (or as the policy's "name:key", or hashed for the tiers) and is
+-- never run: the tables its SQL would drop or empty are all still there.
+------------------------------------------------------------------------------------------------
+CREATE TABLE hostile.keys (n integer PRIMARY KEY, key text, label text);
+INSERT INTO hostile.keys VALUES
+    (1, $k$'; DROP TABLE ratelimit.policies; --$k$, 'a quote, then DROP TABLE'),
+    (2, $k$x'); DELETE FROM ratelimit.key_state; DELETE FROM public.rpc_rate_limits; --$k$, 'a quote and parenthesis, then DELETE'),
+    (3, $k$$$; DROP TABLE ratelimit.tiers; $$ LANGUAGE sql; --$k$, 'dollar quotes'),
+    (4, E'back\\slash \\\\ \\x00 \\0 \\u0000 \\'' %s %I %L %%', 'backslashes, escape sequences and format specifiers as text'),
+    (5, E'quote''s "double" `back` ;; -- /* comment */ \t tab \n newline \r return', 'quotes, comments, control characters'),
+    (6, U&'rtl \202E zero\200Bwidth caf\00E9 cafe\0301 \+01F525', 'invisible and combining Unicode'),
+    (7, repeat('''', 200), '200 single quotes'),
+    (8, ' NULL ', 'the word NULL between spaces');
+
+CREATE TABLE hostile.relations_before AS
+SELECT hostile.snapshot() -> 'relations' AS relations, (SELECT count(*) FROM ratelimit.policies) AS policies,
+       (SELECT count(*) FROM ratelimit.tiers) AS tiers;
+
+CREATE FUNCTION hostile.key_is_data(p_key text, p_label text) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE
+    d ratelimit.decision;
+    before_peek ratelimit.decision;
+    label text := 'key with ' || p_label;
+    uid constant uuid := 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11';
+BEGIN
+    d := ratelimit.consume(p_key, 3, '10 seconds');
+    PERFORM ratelimit.consume_all(ARRAY[p_key], ARRAY[3], ARRAY['10 seconds'::interval]);
+    RETURN NEXT is((SELECT array_agg(s.amount) FROM ratelimit.key_state s WHERE s.key = p_key), ARRAY[2::bigint],
+                   label || ': consume and consume_all count in one table row under exactly that key');
+    PERFORM ratelimit.block(p_key, '1 minute', 'unlogged');
+    RETURN NEXT ok((SELECT s.blocked_until > 0 FROM ratelimit.key_state_unlogged s WHERE s.key = p_key),
+                   label || ': block writes the unlogged row of exactly that key');
+    PERFORM ratelimit.reset(p_key, 'memory');
+    before_peek := ratelimit.peek(p_key, 3, '10 seconds', p_engine => 'memory');
+    d := ratelimit.consume(p_key, 3, '10 seconds', p_engine => 'memory');
+    RETURN NEXT is(ARRAY[before_peek.remaining, (ratelimit.peek(p_key, 3, '10 seconds', p_engine => 'memory')).remaining,
+                         (ratelimit.peek(p_key || ' ', 3, '10 seconds', p_engine => 'memory')).remaining],
+                   ARRAY[3, 2, 3], label || ': the memory engine counts exactly that key, not one a byte longer');
+    PERFORM public.check_rate_limit(p_rpc_name => p_key, p_max_calls => 10, p_window_minutes => 1);
+    RETURN NEXT is((SELECT array_agg(r.call_count) FROM public.rpc_rate_limits r WHERE r.rpc_name = p_key AND r.user_id = uid),
+                   ARRAY[1], label || ': seed 000 stores it as the rpc_name');
+    PERFORM public.increment_rate_limit(uid, p_key, 10, 60);
+    RETURN NEXT is((SELECT array_agg(r.counter) FROM public.rate_limits r WHERE r.endpoint = p_key), ARRAY[1],
+                   label || ': seed 002 stores it as the endpoint');
+    PERFORM public.check_rate_limit(p_key => p_key, p_limit => 10, p_window_seconds => 60);
+    RETURN NEXT is((SELECT array_agg(b.count) FROM public.rate_limit_buckets b WHERE b.key = p_key), ARRAY[1],
+                   label || ': seed 004 stores it as the bucket key');
+    PERFORM public.check_rate_limit_tiers(p_key, p_key);
+    RETURN NEXT is((SELECT count(*) FROM public.rate_limit_buckets b
+                     WHERE b.key IN ('ip:' || encode(sha256(convert_to(btrim(p_key), 'UTF8')), 'hex'),
+                                     'email:' || encode(sha256(convert_to(lower(btrim(p_key)), 'UTF8')), 'hex'))),
+                   2::bigint, label || ': the tiers store its SHA-256 as the ip and email keys');
+    PERFORM ratelimit.check('activity.create_post', p_key);
+    RETURN NEXT is((SELECT array_agg(s.amount) FROM ratelimit.key_state s WHERE s.key = 'activity.create_post:' || p_key),
+                   ARRAY[1::bigint], label || ': a policy stores it after the policy''s name');
+    RETURN NEXT is(ratelimit.reset(p_key), true, label || ': reset finds exactly that key');
+    RETURN NEXT is((SELECT count(*) FROM ratelimit.key_state s WHERE s.key = p_key), 0::bigint,
+                   label || ': and deletes its row');
+END
+$$;
+
+SELECT hostile.key_is_data(k.key, k.label) FROM hostile.keys k ORDER BY k.n;
+
+SELECT is(hostile.snapshot() -> 'relations', (SELECT relations FROM hostile.relations_before),
+          'after the hostile keys: every table and view is still there');
+SELECT is((SELECT count(*) FROM ratelimit.policies), (SELECT policies FROM hostile.relations_before),
+          'after the hostile keys: every policy is still there');
+SELECT is((SELECT count(*) FROM ratelimit.tiers), (SELECT tiers FROM hostile.relations_before),
+          'after the hostile keys: every tier is still there');
+SELECT is((SELECT count(*) FROM ratelimit.key_state s, hostile.keys k WHERE s.key = 'activity.create_post:' || k.key),
+          8::bigint, 'after the hostile keys: their policy rows are all there (nothing ran DELETE)');
+
+------------------------------------------------------------------------------------------------
+-- An address spelled as a network, or as IPv4-mapped IPv6, must not slip past a deny entry for
+-- it: it is denied (or refused, 22023 naming p_ip), never decided as allowed.
+------------------------------------------------------------------------------------------------
+INSERT INTO ratelimit.access_list (action, ip, reason) VALUES ('deny', '203.0.113.0/24', 'hostile input test');
+
+CREATE FUNCTION hostile.outcome(p_ip inet) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN (ratelimit.check('activity.create_post', 'deny-list:' || p_ip::text, p_ip => p_ip)).reason;
+EXCEPTION WHEN OTHERS THEN
+    RETURN format('error %s: %s', SQLSTATE, SQLERRM);
+END
+$$;
+
+SELECT is(hostile.outcome('203.0.113.7'), 'deny_list', 'a denied address is denied');
+SELECT is(hostile.outcome('203.0.113.7/32'), 'deny_list', 'a denied address with its /32 is denied');
+SELECT matches(hostile.outcome('203.0.113.7/0'), '^(deny_list|error 22023: p_ip)',
+               'a denied address with a /0 mask is denied or refused, not decided as allowed');
+SELECT matches(hostile.outcome('203.0.113.7/8'), '^(deny_list|error 22023: p_ip)',
+               'a denied address with a /8 mask is denied or refused, not decided as allowed');
+SELECT matches(hostile.outcome('::ffff:203.0.113.7'), '^(deny_list|error 22023: p_ip)',
+               'a denied address written as IPv4-mapped IPv6 is denied or refused');
+SELECT matches(hostile.outcome('::ffff:203.0.113.7/96'), '^(deny_list|error 22023: p_ip)',
+               'a denied address written as IPv4-mapped IPv6 with a /96 mask is denied or refused');
+
+------------------------------------------------------------------------------------------------
+-- What the shared-memory counters give back is text PostgreSQL can use: names and subjects past
+-- their stored length are cut, and the cut must not split a character.
+------------------------------------------------------------------------------------------------
+SELECT lives_ok(format('SELECT ratelimit.record_outcomes(ARRAY[%L], ARRAY[%L], ARRAY[''denied''])',
+                       (SELECT counter_name FROM hostile.run) || '.utf8', 'x' || repeat('é', 200)),
+                'record_outcomes takes a 401-byte subject of two-byte characters');
+SELECT lives_ok($$SELECT count(convert_to(o.subject, 'UTF8')) FROM ratelimit.top_offenders(1000) o$$,
+                'top_offenders returns only valid UTF-8 subjects');
+SELECT lives_ok(format('SELECT ratelimit.record_outcomes(ARRAY[%L], ARRAY[''s''], ARRAY[''allowed''])',
+                       (SELECT counter_name FROM hostile.run) || repeat('é', 40)),
+                'record_outcomes takes a policy name of 100 bytes ending in two-byte characters');
+SELECT lives_ok($$SELECT count(convert_to(p.policy, 'UTF8')) FROM ratelimit.policy_stats() p$$,
+                'policy_stats returns only valid UTF-8 policy names');
+
+------------------------------------------------------------------------------------------------
+-- One backend took every call.
+------------------------------------------------------------------------------------------------
+SELECT is(pg_backend_pid(), (SELECT pid FROM hostile.run), 'the backend that started the file answered every call');
+SELECT is((SELECT 1), 1, 'SELECT 1 after every hostile call');
+
+SELECT * FROM finish();
+ROLLBACK;
