@@ -86,6 +86,27 @@ test/concurrency/concurrency_tests: $(CONCURRENCY_SOURCES) $(wildcard test/concu
 	$(CXX) -std=c++17 $(WARNINGS) -O1 -g -I$(shell $(PG_CONFIG) --includedir) -o $@ \
 		$(CONCURRENCY_SOURCES) -L$(shell $(PG_CONFIG) --libdir) -lpq -lgtest -lgtest_main -pthread
 
+# Fuzzing the core's decisions (libFuzzer, clang, no PostgreSQL): `make fuzz` builds
+# test/fuzz/decision_fuzzer; `make fuzz-run` runs it for FUZZ_SECONDS from the committed seed
+# corpus (test/fuzz/corpus), writing new inputs and any crash to FUZZ_WORK (ignored by git).
+# A longer run: make fuzz-run FUZZ_SECONDS=3600
+FUZZ_CXX ?= clang++
+FUZZ_SECONDS ?= 60
+FUZZ_WORK ?= test/fuzz/work
+FUZZ_CXXFLAGS = -std=c++17 $(WARNINGS) -O1 -g -Iinclude -fsanitize=fuzzer,address,undefined \
+	-fno-sanitize-recover=all
+
+test/fuzz/decision_fuzzer: test/fuzz/decision_fuzzer.cpp $(CORE_SOURCES) $(wildcard include/ratelimit/*.hpp)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -o $@ test/fuzz/decision_fuzzer.cpp $(CORE_SOURCES)
+
+.PHONY: fuzz fuzz-run
+fuzz: test/fuzz/decision_fuzzer
+
+fuzz-run: test/fuzz/decision_fuzzer
+	mkdir -p $(FUZZ_WORK)
+	test/fuzz/decision_fuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+		-artifact_prefix=$(FUZZ_WORK)/ $(FUZZ_WORK) test/fuzz/corpus
+
 .PHONY: format-check
 format-check:
-	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp)
+	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp test/fuzz/*.cpp)

@@ -1,0 +1,739 @@
+// libFuzzer target over the core's decision functions (no PostgreSQL): the input is decoded into
+// limits and a sequence of calls (consume, peek, refund, block, clock steps that may go
+// backwards), played on a plain KeyState with decide() and on keys of a small MemoryStore
+// checked against a model of plain KeyStates. Any broken invariant traps.
+//
+// What must always hold (include/ratelimit/algorithms.hpp, memory_store.hpp):
+//  - make_limit either returns a limit inside the documented ranges or throws ArgumentError
+//    naming p_limit, p_period or p_burst; require_valid_cost likewise for p_cost, and the other
+//    argument checks (names, intervals, windows, key lengths, the clock) for theirs.
+//  - 0 <= remaining <= limit (the burst for token_bucket and gcra); limit is that allowance.
+//  - retry_after is 0 when allowed and > 0 when denied; calling again exactly retry_after later
+//    is allowed and one microsecond earlier is not; reset_after >= 0, and at reset_after the key
+//    has its whole allowance again.
+//  - a peek never changes the state; a denied consume leaves it unchanged; a decision that says
+//    it wrote nothing left the state as it was; an allowed consume takes exactly its cost.
+//  - the same state never grants more at an earlier instant than at a later one (a clock going
+//    back never grants more); a refund never lowers what remains.
+//  - another algorithm than the state's reads it as fresh (only the block stays).
+//  - from idle_from() on, the state decides exactly like a fresh key with the same block.
+//  - MemoryStore: every decision equals decide() on the model's KeyState, the stored state
+//    equals the model's, expired keys are freed only when they decide like fresh ones, a key is
+//    lost only by a counted eviction, the counters add up, every slot is plausible() and a
+//    store restored from the saved slots decides like the model.
+//
+// Limits, bursts and costs are the 32-bit integers SQL passes. The core's types are 64-bit, but
+// it is not built for values past 2^62 (sliding_window_counter adds current + cost in 64 bits),
+// and no SQL call can reach them.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ratelimit/algorithms.hpp"
+#include "ratelimit/engine.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/memory_store.hpp"
+#include "ratelimit/validation.hpp"
+
+namespace {
+
+using namespace ratelimit;
+using Wide = __int128;
+
+[[noreturn]] void broken(const char* what, int line) {
+    std::fprintf(stderr, "decision_fuzzer: invariant broken at line %d: %s\n", line, what);
+    __builtin_trap();
+}
+
+#define REQUIRE(condition)                \
+    do {                                  \
+        if (!(condition))                 \
+            broken(#condition, __LINE__); \
+    } while (false)
+
+constexpr int kMaxOperations = 96;
+constexpr int kMaxLimits = 3;
+constexpr int kMaxStoreKeys = 48;  // most in one partition of 32 slots: evictions happen
+
+bool is_bucket(Algorithm algorithm) {
+    return algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kGcra;
+}
+
+std::int64_t allowance(const Limit& limit) {
+    return is_bucket(limit.algorithm) ? limit.burst : limit.limit;
+}
+
+// An integer near the edges the code cares about, or anything at all.
+std::int64_t interesting_integer(FuzzedDataProvider& in) {
+    static const std::int64_t kEdges[] = {0,
+                                          1,
+                                          2,
+                                          3,
+                                          6,
+                                          7,
+                                          -1,
+                                          INT32_MAX,
+                                          static_cast<std::int64_t>(INT32_MAX) + 1,
+                                          INT32_MIN,
+                                          INT64_MAX,
+                                          INT64_MIN,
+                                          kMinPeriod - 1,
+                                          kMinPeriod,
+                                          kMicrosPerSecond,
+                                          kMicrosPerMinute,
+                                          kMicrosPerDay,
+                                          kMaxWindow - 1,
+                                          kMaxWindow,
+                                          kMaxWindow + 1,
+                                          kMaxInstant};
+    switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+        case 0:
+            return in.ConsumeIntegralInRange<std::int64_t>(0, 16);
+        case 1: {
+            // Wrapping, so that INT64_MAX + 1 is INT64_MIN rather than undefined.
+            const std::int64_t edge =
+                kEdges[in.ConsumeIntegralInRange<std::size_t>(0, std::size(kEdges) - 1)];
+            const std::int64_t step = in.ConsumeIntegralInRange<std::int64_t>(-2, 2);
+            return static_cast<std::int64_t>(static_cast<std::uint64_t>(edge) +
+                                             static_cast<std::uint64_t>(step));
+        }
+        case 2:
+            return in.ConsumeIntegralInRange<std::int64_t>(INT32_MIN, INT32_MAX);
+        default:
+            return in.ConsumeIntegral<std::int64_t>();
+    }
+}
+
+// A period: mostly plausible spans, sometimes anything.
+Micros interesting_period(FuzzedDataProvider& in) {
+    switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+        case 0:
+            return in.ConsumeIntegralInRange<Micros>(kMinPeriod, 10 * kMicrosPerSecond);
+        case 1:
+            return in.ConsumeIntegralInRange<Micros>(kMinPeriod, kMaxWindow);
+        default:
+            return interesting_integer(in);
+    }
+}
+
+// The limit arguments as SQL passes them: integer limit and burst (the type itself refuses
+// anything wider), a period of any length.
+std::optional<Limit> read_limit(FuzzedDataProvider& in) {
+    Algorithm algorithm = Algorithm::kFixedWindow;
+    if (in.ConsumeBool()) {
+        algorithm = static_cast<Algorithm>(in.ConsumeIntegralInRange<int>(1, 6));
+    } else {
+        // By name, as the SQL layer does; an unknown name is an ArgumentError.
+        const std::string name = in.ConsumeRandomLengthString(32);
+        try {
+            algorithm = parse_algorithm("p_algorithm", name);
+            REQUIRE(name == algorithm_name(algorithm));
+        } catch (const ArgumentError& error) {
+            REQUIRE(error.kind() == ErrorKind::kInvalidArgument);
+            REQUIRE(error.argument() == "p_algorithm");
+            algorithm = static_cast<Algorithm>(in.ConsumeIntegralInRange<int>(1, 6));
+        }
+    }
+    const auto limit = static_cast<std::int32_t>(interesting_integer(in));
+    const Micros period = interesting_period(in);
+    std::optional<std::int64_t> burst;
+    if (in.ConsumeIntegralInRange<int>(0, 2) == 0)
+        burst = static_cast<std::int32_t>(interesting_integer(in));
+    try {
+        const Limit made = make_limit(algorithm, limit, period, burst);
+        REQUIRE(made.algorithm == algorithm);
+        REQUIRE(made.limit == limit && made.limit >= 1);
+        REQUIRE(made.period == period && made.period >= kMinPeriod && made.period <= kMaxWindow);
+        REQUIRE(made.burst >= 1);
+        REQUIRE(is_bucket(algorithm) || (!burst && made.burst == made.limit));
+        REQUIRE(made.burst == burst.value_or(limit));
+        REQUIRE(Wide(made.burst) * made.period <= Wide(made.limit) * kMaxWindow);
+        return made;
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.kind() == ErrorKind::kInvalidArgument);
+        REQUIRE(error.argument() == "p_limit" || error.argument() == "p_period" ||
+                error.argument() == "p_burst");
+        // Refused only when something is out of range.
+        const bool in_range = limit >= 1 && period >= kMinPeriod && period <= kMaxWindow &&
+                              (!burst || (is_bucket(algorithm) && *burst >= 1 &&
+                                          Wide(*burst) * period <= Wide(limit) * kMaxWindow));
+        REQUIRE(!in_range);
+        return std::nullopt;
+    }
+}
+
+// A cost as SQL passes it (an integer), checked as the SQL layer does; empty when refused.
+std::optional<std::int64_t> read_cost(FuzzedDataProvider& in, const Limit& limit) {
+    std::int64_t cost = 0;
+    switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+        case 0:
+            cost = 1;
+            break;
+        case 1:
+            cost = in.ConsumeIntegralInRange<std::int64_t>(0, allowance(limit));
+            break;
+        default:
+            cost = static_cast<std::int32_t>(interesting_integer(in));
+    }
+    try {
+        require_valid_cost(limit, cost);
+        REQUIRE(cost >= 0 && cost <= allowance(limit));
+        return cost;
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.kind() == ErrorKind::kInvalidArgument && error.argument() == "p_cost");
+        REQUIRE(cost < 0 || cost > allowance(limit));
+        return std::nullopt;
+    }
+}
+
+Micros clamp_instant(Wide t) {
+    if (t < 0)
+        return 0;
+    if (t > kMaxInstant)
+        return kMaxInstant;
+    return static_cast<Micros>(t);
+}
+
+// The next instant: small steps either way, big jumps, exact edges of the last decision.
+Micros next_instant(FuzzedDataProvider& in, Micros now, const Decision& last) {
+    switch (in.ConsumeIntegralInRange<int>(0, 7)) {
+        case 0:
+            return now;
+        case 1:
+            return clamp_instant(Wide(now) + in.ConsumeIntegralInRange<Micros>(1, 2000));
+        case 2:
+            return clamp_instant(Wide(now) - in.ConsumeIntegralInRange<Micros>(1, 2000));
+        case 3:
+            return clamp_instant(Wide(now) +
+                                 in.ConsumeIntegralInRange<Micros>(-kMaxWindow, 2 * kMaxWindow));
+        case 4:
+            return clamp_instant(Wide(now) + last.retry_after +
+                                 in.ConsumeIntegralInRange<Micros>(-1, 1));
+        case 5:
+            return clamp_instant(Wide(now) + last.reset_after +
+                                 in.ConsumeIntegralInRange<Micros>(-1, 1));
+        case 6:
+            return in.ConsumeIntegralInRange<Micros>(0, kMaxInstant);
+        default:
+            return clamp_instant(Wide(now) + in.ConsumeIntegralInRange<Micros>(0, kMicrosPerDay));
+    }
+}
+
+bool same_decision(const Decision& a, const Decision& b) {
+    return a.allowed == b.allowed && a.limit == b.limit && a.remaining == b.remaining &&
+           a.retry_after == b.retry_after && a.reset_after == b.reset_after &&
+           a.state_changed == b.state_changed;
+}
+
+Decision peek(const Limit& limit, const KeyState& state, Micros at, std::int64_t cost) {
+    KeyState copy = state;
+    const Decision decision = decide(limit, copy, at, cost, Action::kPeek);
+    REQUIRE(copy == state);
+    REQUIRE(!decision.state_changed);
+    return decision;
+}
+
+// The checks every decision must pass, whatever the action.
+void check_shape(const Limit& limit, const Decision& d) {
+    REQUIRE(d.limit == allowance(limit));
+    REQUIRE(d.remaining >= 0 && d.remaining <= d.limit);
+    REQUIRE(d.retry_after >= 0);
+    REQUIRE(d.reset_after >= 0);
+    REQUIRE(d.allowed ? d.retry_after == 0 : d.retry_after > 0);
+}
+
+// retry_after is exact: the same call on the same state is allowed that much later, and not a
+// microsecond before; at reset_after the key is full again.
+void check_waits(const Limit& limit, const KeyState& state, Micros now, std::int64_t cost,
+                 const Decision& d) {
+    if (!d.allowed && Wide(now) + d.retry_after <= kMaxInstant) {
+        REQUIRE(peek(limit, state, now + d.retry_after, cost).allowed);
+        REQUIRE(!peek(limit, state, now + d.retry_after - 1, cost).allowed);
+    }
+    if (Wide(now) + d.reset_after <= kMaxInstant) {
+        const Decision full = peek(limit, state, now + d.reset_after, 0);
+        REQUIRE(full.allowed);
+        REQUIRE(full.remaining == allowance(limit));
+    }
+}
+
+// Later never grants less than earlier, for the same state.
+void check_monotone(const Limit& limit, const KeyState& state, Micros earlier, Micros later,
+                    std::int64_t cost) {
+    if (later < earlier)
+        std::swap(earlier, later);
+    const Decision first = peek(limit, state, earlier, cost);
+    const Decision second = peek(limit, state, later, cost);
+    REQUIRE(!first.allowed || second.allowed);
+    REQUIRE(first.remaining <= second.remaining);
+}
+
+// From idle_from() on the state decides like a fresh key that keeps only the block.
+void check_idle(const Limit& limit, const KeyState& state, Micros at, std::int64_t cost) {
+    const Micros idle = idle_from(limit, state);
+    REQUIRE(idle >= state.blocked_until);
+    if (at < idle)
+        return;
+    KeyState fresh;
+    fresh.blocked_until = state.blocked_until;
+    for (Action action : {Action::kPeek, Action::kConsume, Action::kRefund}) {
+        KeyState a = state;
+        KeyState b = fresh;
+        const Decision da = decide(limit, a, at, cost, action);
+        const Decision db = decide(limit, b, at, cost, action);
+        REQUIRE(da.allowed == db.allowed && da.limit == db.limit && da.remaining == db.remaining &&
+                da.retry_after == db.retry_after && da.reset_after == db.reset_after);
+    }
+}
+
+// One call on a plain KeyState, with every invariant around it.
+Decision play(const Limit& limit, KeyState& state, Micros now, std::int64_t cost, Action action) {
+    const KeyState before = state;
+    const bool blocked = now < state.blocked_until;
+    const bool fresh = state.algorithm != limit.algorithm;
+    const Decision looked = peek(limit, before, now, cost);
+    const Decision unit = peek(limit, before, now, 1);
+
+    const Decision d = decide(limit, state, now, cost, action);
+    check_shape(limit, d);
+    if (!d.state_changed)
+        REQUIRE(state == before);
+    REQUIRE(state.blocked_until == before.blocked_until);
+
+    // Another algorithm's state reads as fresh, with its block.
+    if (fresh) {
+        KeyState clean;
+        clean.blocked_until = before.blocked_until;
+        const Decision d_clean = decide(limit, clean, now, cost, action);
+        REQUIRE(same_decision(d, d_clean));
+        if (d.state_changed)
+            REQUIRE(clean == state);
+    }
+
+    switch (action) {
+        case Action::kPeek:
+            REQUIRE(state == before);
+            REQUIRE(same_decision(d, looked));
+            // Without a block, a call fits exactly when what remains covers it.
+            if (!blocked)
+                REQUIRE(d.allowed == (d.remaining >= cost));
+            else
+                REQUIRE(!d.allowed && d.remaining == 0);
+            check_waits(limit, state, now, cost, d);
+            break;
+        case Action::kConsume:
+            REQUIRE(d.allowed == looked.allowed);
+            if (!d.allowed) {
+                REQUIRE(state == before);
+                REQUIRE(!d.state_changed);
+                REQUIRE(d.remaining == looked.remaining);
+                check_waits(limit, state, now, cost, d);
+            } else if (cost > 0) {
+                REQUIRE(d.state_changed);
+                REQUIRE(d.remaining == looked.remaining - cost);
+                REQUIRE(state.algorithm == limit.algorithm);
+                check_waits(limit, state, now, cost, d);
+            } else {
+                REQUIRE(!d.state_changed);
+            }
+            break;
+        case Action::kRefund: {
+            REQUIRE(d.state_changed);
+            REQUIRE(state.algorithm == limit.algorithm);
+            // Reported as a one-unit peek afterwards; a refund never takes anything away.
+            REQUIRE(same_decision(
+                peek(limit, state, now, 1),
+                Decision{d.allowed, d.limit, d.remaining, d.retry_after, d.reset_after, false}));
+            REQUIRE(d.remaining >= unit.remaining);
+            REQUIRE(!unit.allowed || d.allowed);
+            check_waits(limit, state, now, 1, d);
+            break;
+        }
+    }
+    return d;
+}
+
+// ---- the memory store and its model ------------------------------------------------------------
+
+struct ModelKey {
+    KeyHash hash;
+    int limit = 0;  // which of the input's limits this key is always called with
+    bool present = false;
+    KeyState state;
+    std::uint64_t last_used = 0;  // when the store last touched the key: its LRU order
+};
+
+struct StoreHarness {
+    static std::size_t words() { return MemoryStore::bytes_needed(kMinMemoryCapacity) / 8 + 1; }
+
+    std::vector<std::uint64_t> block = std::vector<std::uint64_t>(words());
+    std::vector<std::uint64_t> restored_block = std::vector<std::uint64_t>(words());
+    MemoryStore store = MemoryStore::create(block.data(), kMinMemoryCapacity, HashSecret{7, 11});
+    KeyState scratch;
+};
+
+StoreHarness& harness() {
+    static StoreHarness* instance = new StoreHarness();
+    return *instance;
+}
+
+int partition_of(const ModelKey& key) {
+    return MemoryStore::partition_of(key.hash);
+}
+
+MemoryStats totals(const MemoryStore& store) {
+    MemoryStats total;
+    for (int p = 0; p < kMemoryPartitions; ++p)
+        total += store.stats(p);
+    return total;
+}
+
+KeyState state_of(const SavedSlot& saved) {
+    MemorySlot slot{};
+    slot.key = saved.key;
+    slot.algorithm = saved.algorithm;
+    slot.log_count = saved.log_count;
+    slot.blocked_until = saved.blocked_until;
+    slot.expires_at = saved.expires_at;
+    slot.state = saved.state;
+    KeyState state;
+    load_slot_state(slot, state);
+    return state;
+}
+
+// After a store call: the keys the store holds in `partition` are exactly those the model
+// holds, in the order the model last used them, less the ones freed because they had expired
+// (which must decide like fresh keys) and at most `evictions` evicted ones, each older than every
+// key that stayed; every stored state is the model's.
+void reconcile(MemoryStore& store, std::vector<ModelKey>& keys, const std::vector<Limit>& limits,
+               int partition, Micros now, std::int64_t evictions) {
+    std::vector<SavedSlot> held;
+    store.for_each_oldest_first(partition, [&](const SavedSlot& saved) { held.push_back(saved); });
+    std::uint64_t previous_use = 0;
+    std::uint64_t oldest_held = UINT64_MAX;
+    for (const SavedSlot& saved : held) {
+        ModelKey* key = nullptr;
+        for (ModelKey& candidate : keys) {
+            if (candidate.hash == saved.key)
+                key = &candidate;
+        }
+        REQUIRE(key != nullptr && key->present && partition_of(*key) == partition);
+        REQUIRE(key->last_used > previous_use);
+        previous_use = key->last_used;
+        oldest_held = std::min(oldest_held, key->last_used);
+        REQUIRE(MemoryStore::plausible(saved));
+        REQUIRE(state_of(saved) == key->state);
+        REQUIRE(saved.expires_at == idle_from(limits[key->limit], key->state));
+        // A key is evicted only when no expired one could be freed instead (the key this call
+        // wrote, the most recently used, may have expired at once: a refund can empty it).
+        REQUIRE(evictions == 0 || saved.expires_at > now || &saved == &held.back());
+    }
+    std::int64_t lost = 0;
+    for (ModelKey& key : keys) {
+        if (partition_of(key) != partition || !key.present)
+            continue;
+        bool held_now = false;
+        for (const SavedSlot& saved : held)
+            held_now = held_now || saved.key == key.hash;
+        if (held_now)
+            continue;
+        if (idle_from(limits[key.limit], key.state) > now) {
+            ++lost;  // evicted while still counting: it must have been the least recently used
+            REQUIRE(key.last_used < oldest_held);
+        }
+        key.present = false;
+        key.state = KeyState{};
+    }
+    REQUIRE(lost <= evictions);
+    REQUIRE(store.stats(partition).entries == static_cast<std::int64_t>(held.size()));
+}
+
+// One decision on `key` in the store and on the model; both must agree.
+void store_decide(MemoryStore& store, KeyState& scratch, ModelKey& key, const Limit& limit,
+                  Micros now, std::int64_t cost, Action action, std::uint64_t& clock) {
+    const int partition = partition_of(key);
+    const MemoryStats before = store.stats(partition);
+    KeyState model = key.present ? key.state : KeyState{};
+    const Decision expected = decide(limit, model, now, cost, action);
+    const Decision got = store.decide(partition, key.hash, limit, now, cost, action, scratch);
+    REQUIRE(same_decision(got, expected));
+    // A key the store holds, or is given, becomes its most recently used.
+    if (key.present || expected.state_changed)
+        key.last_used = ++clock;
+    if (expected.state_changed) {
+        key.state = model;
+        key.present = true;
+    }
+    const MemoryStats after = store.stats(partition);
+    REQUIRE(after.allowed - before.allowed == (action == Action::kConsume && got.allowed ? 1 : 0));
+    REQUIRE(after.denied - before.denied == (action == Action::kConsume && !got.allowed ? 1 : 0));
+}
+
+// After any store call on `partition`: the counters moved as they may, and the store holds what
+// the model says.
+void check_partition(MemoryStore& store, std::vector<ModelKey>& keys,
+                     const std::vector<Limit>& limits, int partition, const MemoryStats& before,
+                     Micros now) {
+    const MemoryStats after = store.stats(partition);
+    REQUIRE(after.evictions >= before.evictions && after.evictions - before.evictions <= 1);
+    REQUIRE(after.expired >= before.expired);
+    REQUIRE(after.entries <= after.capacity);
+    reconcile(store, keys, limits, partition, now, after.evictions - before.evictions);
+}
+
+void store_call(FuzzedDataProvider& in, MemoryStore& store, KeyState& scratch,
+                std::vector<ModelKey>& keys, const std::vector<Limit>& limits, Micros now,
+                std::uint64_t& clock) {
+    const std::size_t index = in.ConsumeIntegralInRange<std::size_t>(0, keys.size() - 1);
+    ModelKey& key = keys[index];
+    const Limit& limit = limits[key.limit];
+    const int partition = partition_of(key);
+    const MemoryStats before = store.stats(partition);
+    switch (in.ConsumeIntegralInRange<int>(0, 6)) {
+        case 0:
+        case 1:
+        case 2: {
+            const Action action = static_cast<Action>(in.ConsumeIntegralInRange<int>(0, 2));
+            if (const std::optional<std::int64_t> cost = read_cost(in, limit))
+                store_decide(store, scratch, key, limit, now, *cost, action, clock);
+            break;
+        }
+        case 3: {
+            const Micros until =
+                clamp_instant(Wide(now) + in.ConsumeIntegralInRange<Micros>(1, kMaxWindow));
+            if (!key.present) {
+                key.state = KeyState{};
+                key.present = true;
+            }
+            block_until(key.state, until);
+            key.last_used = ++clock;
+            REQUIRE(store.block(partition, key.hash, until, now, scratch) ==
+                    key.state.blocked_until);
+            break;
+        }
+        case 4:
+            REQUIRE(store.reset(partition, key.hash) == key.present);
+            key.present = false;
+            key.state = KeyState{};
+            break;
+        case 5:
+            // One unit on every key from this one on: fills partitions past their slots, so
+            // that expired keys are freed and the least recently used evicted.
+            for (std::size_t k = index; k < keys.size(); ++k) {
+                ModelKey& each = keys[k];
+                const int each_partition = partition_of(each);
+                const MemoryStats each_before = store.stats(each_partition);
+                store_decide(store, scratch, each, limits[each.limit], now, 1, Action::kConsume,
+                             clock);
+                check_partition(store, keys, limits, each_partition, each_before, now);
+            }
+            return;
+        default:
+            store.expire(partition, now);
+            REQUIRE(store.stats(partition).evictions == before.evictions);
+            break;
+    }
+    check_partition(store, keys, limits, partition, before, now);
+}
+
+// The saved slots, restored into another store (as at start-up), decide like the model.
+void check_restore(StoreHarness& h, const std::vector<ModelKey>& keys,
+                   const std::vector<Limit>& limits, Micros now) {
+    MemoryStore restored =
+        MemoryStore::create(h.restored_block.data(), kMinMemoryCapacity, h.store.secret());
+    for (int p = 0; p < kMemoryPartitions; ++p)
+        h.store.for_each_oldest_first(p, [&](const SavedSlot& saved) {
+            REQUIRE(MemoryStore::plausible(saved));
+            restored.restore(saved, now);
+        });
+    for (const ModelKey& key : keys) {
+        const Limit& limit = limits[key.limit];
+        const KeyState model = key.present ? key.state : KeyState{};
+        for (std::int64_t cost : {std::int64_t{0}, std::int64_t{1}}) {
+            KeyState copy = model;
+            const Decision expected = decide(limit, copy, now, cost, Action::kPeek);
+            const Decision got = restored.decide(partition_of(key), key.hash, limit, now, cost,
+                                                 Action::kPeek, h.scratch);
+            REQUIRE(same_decision(got, expected));
+        }
+    }
+}
+
+// The argument checks in front of every decision: each either returns a value inside its range
+// or throws ArgumentError naming the argument, whatever it is given.
+void check_arguments(FuzzedDataProvider& in) {
+    const std::string name = in.ConsumeRandomLengthString(16);
+    try {
+        REQUIRE(name == engine_name(parse_engine("p_engine", name)));
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.kind() == ErrorKind::kInvalidArgument && error.argument() == "p_engine");
+    }
+    // An SQL interval: months, days, microseconds.
+    const auto months = in.ConsumeIntegral<std::int32_t>();
+    const auto days = in.ConsumeIntegral<std::int32_t>();
+    const Micros micros = interesting_integer(in);
+    try {
+        const Micros span = interval_length("p_period", months, days, micros);
+        REQUIRE(months == 0 && span > 0 && span <= kMaxWindow);
+        REQUIRE(Wide(days) * kMicrosPerDay + micros == span);
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.kind() == ErrorKind::kInvalidArgument && error.argument() == "p_period");
+        const Wide total = Wide(days) * kMicrosPerDay + micros;
+        REQUIRE(months != 0 || total <= 0 || total > kMaxWindow);
+    }
+    // A window counted in seconds or minutes, as the seed functions take it.
+    const auto count = static_cast<std::int32_t>(interesting_integer(in));
+    const Micros unit = in.ConsumeBool() ? kMicrosPerSecond : kMicrosPerMinute;
+    try {
+        const Micros window = window_length("p_window_seconds", count, unit);
+        REQUIRE(count > 0 && window == count * unit && window <= kMaxWindow);
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.argument() == "p_window_seconds");
+        REQUIRE(count <= 0 || Wide(count) * unit > kMaxWindow);
+    }
+    const auto length = in.ConsumeIntegralInRange<std::size_t>(0, 2 * kMaxKeyBytes);
+    try {
+        require_key("p_key", length);
+        REQUIRE(length >= 1 && length <= kMaxKeyBytes);
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.argument() == "p_key" && (length == 0 || length > kMaxKeyBytes));
+    }
+    const Micros instant = interesting_integer(in);
+    try {
+        require_valid_instant(instant);
+        REQUIRE(instant >= 0 && instant <= kMaxInstant);
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.argument() == "clock" && (instant < 0 || instant > kMaxInstant));
+    }
+}
+
+void fuzz(FuzzedDataProvider& in) {
+    if (in.ConsumeIntegralInRange<int>(0, 3) == 0)
+        check_arguments(in);
+
+    std::vector<Limit> limits;
+    const int wanted = in.ConsumeIntegralInRange<int>(1, kMaxLimits);
+    for (int i = 0; i < wanted && in.remaining_bytes() > 0; ++i) {
+        if (std::optional<Limit> limit = read_limit(in))
+            limits.push_back(*limit);
+    }
+    if (limits.empty())
+        return;
+
+    // Keys of the store: crowded into two partitions, optionally into two bucket chains,
+    // each always called with one limit the memory engine accepts.
+    StoreHarness& h = harness();
+    std::vector<int> memory_limits;
+    for (int i = 0; i < static_cast<int>(limits.size()); ++i) {
+        try {
+            require_memory_limit(limits[i]);
+            memory_limits.push_back(i);
+        } catch (const ArgumentError& error) {
+            REQUIRE(error.argument() == "p_limit" &&
+                    limits[i].algorithm == Algorithm::kSlidingWindow &&
+                    limits[i].limit > kMemoryLogCapacity);
+        }
+    }
+    std::vector<ModelKey> keys;
+    bool restore_at_end = false;
+    if (!memory_limits.empty() && in.ConsumeBool()) {
+        h.store = MemoryStore::create(h.block.data(), kMinMemoryCapacity, HashSecret{7, 11});
+        restore_at_end = in.ConsumeBool();
+        const int count = in.ConsumeIntegralInRange<int>(1, kMaxStoreKeys);
+        const bool one_chain = in.ConsumeBool();
+        const std::uint64_t home = in.ConsumeIntegral<std::uint8_t>();
+        for (int k = 0; k < count; ++k) {
+            ModelKey key;
+            // Seven in eight in the home partition, the others in the next one.
+            key.hash.high = home + kMemoryPartitions * static_cast<std::uint64_t>(k) +
+                            static_cast<std::uint64_t>(k % 8 == 7);
+            key.hash.low = one_chain ? static_cast<std::uint64_t>(k) * 32 + 5 * (k % 2)
+                                     : static_cast<std::uint64_t>(k) * 7919;
+            key.limit = memory_limits[static_cast<std::size_t>(k) % memory_limits.size()];
+            keys.push_back(key);
+        }
+    }
+
+    std::uint64_t uses = 0;  // the store's clock of use, for its LRU order
+    KeyState state;
+    int current = 0;
+    int writer = -1;  // the limit that last wrote `state`: idle_from reads it with that one
+    Micros now = in.ConsumeIntegralInRange<Micros>(0, kMaxInstant);
+    Decision last;
+    for (int op = 0; op < kMaxOperations && in.remaining_bytes() > 0; ++op) {
+        const Limit& limit = limits[current];
+        switch (in.ConsumeIntegralInRange<int>(0, 9)) {
+            case 0:
+            case 1:
+            case 2: {
+                const Action action = static_cast<Action>(in.ConsumeIntegralInRange<int>(0, 2));
+                if (const std::optional<std::int64_t> cost = read_cost(in, limit)) {
+                    last = play(limit, state, now, *cost, action);
+                    if (last.state_changed)
+                        writer = current;
+                    if (writer == current || state.algorithm == Algorithm::kNone)
+                        check_idle(limit, state, next_instant(in, now, last), *cost);
+                }
+                break;
+            }
+            case 3: {
+                // A block of 1 microsecond to 365 days from now (as ratelimit.block() allows); an
+                // earlier end never shortens it.
+                const Micros until =
+                    clamp_instant(Wide(now) + in.ConsumeIntegralInRange<Micros>(1, kMaxWindow));
+                const Micros previous = state.blocked_until;
+                KeyState expected = state;
+                expected.blocked_until = std::max(previous, until);
+                block_until(state, until);
+                REQUIRE(state == expected);
+                break;
+            }
+            case 4:
+                now = next_instant(in, now, last);
+                break;
+            case 5:
+                current = in.ConsumeIntegralInRange<int>(0, static_cast<int>(limits.size()) - 1);
+                break;
+            case 6: {
+                if (const std::optional<std::int64_t> cost = read_cost(in, limit))
+                    check_monotone(limit, state, now, next_instant(in, now, last), *cost);
+                break;
+            }
+            default:
+                if (!keys.empty())
+                    store_call(in, h.store, h.scratch, keys, limits, now, uses);
+                break;
+        }
+    }
+    if (!keys.empty()) {
+        REQUIRE(totals(h.store).entries <= kMinMemoryCapacity);
+        if (restore_at_end)
+            check_restore(h, keys, limits, now);
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    FuzzedDataProvider in(data, size);
+    try {
+        fuzz(in);
+    } catch (const ArgumentError& error) {
+        // Every expected refusal is caught where it is made; one escaping is a bug.
+        std::fprintf(stderr, "decision_fuzzer: unexpected ArgumentError: %s\n", error.what());
+        __builtin_trap();
+    } catch (const std::exception& error) {
+        std::fprintf(stderr, "decision_fuzzer: unexpected exception: %s\n", error.what());
+        __builtin_trap();
+    }
+    return 0;
+}
