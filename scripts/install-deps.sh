@@ -13,6 +13,8 @@ packages=(
     libtap-parser-sourcehandler-pgtap-perl
     libgtest-dev
     clang-format
+    clang
+    libclang-rt-14-dev
     gnuplot-nox
     redis-server
     redis-tools

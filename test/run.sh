@@ -79,6 +79,8 @@ run_suite "memory engine lifecycle (own clusters)" bash test/memory/lifecycle.sh
 # full disk) and exactness through pgbouncer in transaction pooling, on clusters of their own.
 run_suite "reliability: faults under load (own cluster)" bash test/reliability/faults.sh
 run_suite "reliability: pgbouncer transaction pooling (own cluster)" bash test/reliability/pgbouncer.sh
+# The core's decision functions under libFuzzer for FUZZ_SECONDS (60 by default; longer on demand).
+run_suite "fuzzing the core (libFuzzer, ASan, UBSan)" bash test/fuzz/run.sh
 
 echo
 if [ "$failed" -gt 0 ]; then

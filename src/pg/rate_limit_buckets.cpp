@@ -250,6 +250,9 @@ Datum check_rate_limit_tiers(FunctionCallInfo fcinfo) {
         normalized_email = DirectFunctionCall1Coll(lower, DEFAULT_COLLATION_OID,
                                                    DirectFunctionCall1(btrim1, email));
     });
+    // Only spaces would trim to the one empty subject every such caller shares.
+    require_key("p_ip", VARSIZE_ANY_EXHDR(DatumGetPointer(normalized_ip)));
+    require_key("p_email", VARSIZE_ANY_EXHDR(DatumGetPointer(normalized_email)));
     std::vector<KeyLimit> keys{
         key_limit(global_key, limits[0], windows[0], limit_names[0], window_names[0]),
         key_limit(hashed_key("ip", normalized_ip), limits[1], windows[1], limit_names[1],

@@ -326,12 +326,11 @@ INSERT INTO hostile.matrix (function, call, sqlstate, message, why) VALUES
      'one byte more than the policy leaves for the key');
 
 -- Whitespace only: trimmed, it is the empty subject every such caller would share.
-INSERT INTO hostile.matrix (function, call, sqlstate, message, why, todo)
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT 'public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)',
        hostile.call('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)',
                     jsonb_build_object(v.name, '''    ''')),
-       '22023', v.name || ' must not be empty', 'only spaces in ' || v.name,
-       'whitespace-only p_ip/p_email is accepted and trimmed to one shared empty subject; refuse it?'
+       '22023', v.name || ' must not be empty', 'only spaces in ' || v.name
 FROM (VALUES (1, 'p_ip'), (2, 'p_email')) AS v(n, name)
 ORDER BY v.n;
 
