@@ -33,6 +33,7 @@
 #include "fresh_extension_fixture.hpp"
 #include "parallel_clients.hpp"
 #include "pg_connection.hpp"
+#include "run_unique.hpp"
 
 namespace ratelimit_test {
 namespace {
@@ -268,14 +269,9 @@ Stats read_stats(PgConnection& conn) {
 // A prefix no earlier run can have used: the store keeps every run's keys, and a key met again
 // would not start fresh.
 std::string unique_prefix() {
-    std::random_device device;
-    const std::uint64_t random =
-        (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
-        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(random));
     const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    return std::string("memtest:") + test->test_suite_name() + "." + test->name() + ":" + hex + ":";
+    return std::string("memtest:") + test->test_suite_name() + "." + test->name() + ":" +
+           run_unique_hex() + ":";
 }
 
 // Checks that `decisions`, every consume call made on one fresh key (in any order), are those of

@@ -24,6 +24,7 @@
 #include "fresh_extension_fixture.hpp"
 #include "parallel_clients.hpp"
 #include "pg_connection.hpp"
+#include "run_unique.hpp"
 
 namespace ratelimit_test {
 namespace {
@@ -39,13 +40,7 @@ void freeze_clock(int, PgConnection& conn) {
 }
 
 std::string unique_prefix() {
-    std::random_device device;
-    const std::uint64_t random =
-        (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
-        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(random));
-    return std::string("policytest-") + hex;
+    return "policytest-" + run_unique_hex();
 }
 
 class PolicyConcurrencyTest : public FreshExtensionTest {

@@ -13,27 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/cluster.sh
 
-checks=0
-failures=0
-ok() {
-    checks=$((checks + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $checks - $2"
-    else
-        failures=$((failures + 1))
-        echo "not ok $checks - $2"
-    fi
-}
-is() {
-    local got="$1" expected="$2" what="$3"
-    if [ "$got" = "$expected" ]; then
-        ok 0 "$what"
-    else
-        ok 1 "$what"
-        echo "#   got:      $got"
-        echo "#   expected: $expected"
-    fi
-}
+source scripts/tap.sh
 sql() {
     psql -X -A -t -q -F ' ' -v ON_ERROR_STOP=1 -c "$1"
 }

@@ -76,27 +76,7 @@ cleanup() {
     rm -rf "$WORK"
 }
 
-checks=0
-failures=0
-ok() {
-    checks=$((checks + 1))
-    if [ "$1" = 0 ]; then
-        echo "ok $checks - $2"
-    else
-        failures=$((failures + 1))
-        echo "not ok $checks - $2"
-    fi
-}
-is() {
-    local got="$1" expected="$2" what="$3"
-    if [ "$got" = "$expected" ]; then
-        ok 0 "$what"
-    else
-        ok 1 "$what"
-        echo "#   got:      $got"
-        echo "#   expected: $expected"
-    fi
-}
+source scripts/tap.sh
 # Figures for the fail-closed summary (scenario 5), gathered by every scenario.
 CONNECTIONS_CUT=0  # load clients whose transaction ended with the connection (1, 2)
 TIMEOUTS_RAISED=0  # calls that raised 55P03 or 57014 (3)
