@@ -236,7 +236,7 @@ DECLARE
     outcome_policies text[] := '{}';
     outcome_subjects text[] := '{}';
     outcomes text[] := '{}';
-    bypassed boolean := false;
+    has_override boolean;
     allow_listed boolean := false;
     sample_rate double precision;
     log_size integer;
@@ -350,39 +350,22 @@ BEGIN
                                               outcome_subjects || subject, outcomes || 'denied'::text);
             RETURN answer;
         END IF;
-        IF listed.allow THEN
-            allow_listed := true;
+        -- Skipped by an allow entry, or bypassed by the key's override (which wins over the
+        -- tier) or by the tier: counted as allowed, nothing charged.
+        SELECT * INTO override FROM ratelimit.key_overrides o
+         WHERE o.policy = pol.name AND o.key = p_keys[i] COLLATE "C"
+           AND (o.expires_at IS NULL OR o.expires_at > now_at);
+        has_override := FOUND;
+        IF listed.allow OR (CASE WHEN has_override THEN override.bypass ELSE tier.bypass END) THEN
+            allow_listed := allow_listed OR coalesce(listed.allow, false);
             outcome_policies := outcome_policies || pol.name;
             outcome_subjects := outcome_subjects || subject;
             outcomes := outcomes || 'allowed'::text;
             CONTINUE;
         END IF;
-
-        -- The key's override, else the tier.
-        SELECT * INTO override FROM ratelimit.key_overrides o
-         WHERE o.policy = pol.name AND o.key = p_keys[i] COLLATE "C"
-           AND (o.expires_at IS NULL OR o.expires_at > now_at);
-        IF FOUND THEN
-            IF override.bypass THEN
-                bypassed := true;
-                outcome_policies := outcome_policies || pol.name;
-                outcome_subjects := outcome_subjects || subject;
-                outcomes := outcomes || 'allowed'::text;
-                CONTINUE;
-            END IF;
-            multiplier := coalesce(override.multiplier, 1);
-            effective_limit := coalesce(override."limit", pol."limit");
-        ELSE
-            IF tier.bypass THEN
-                bypassed := true;
-                outcome_policies := outcome_policies || pol.name;
-                outcome_subjects := outcome_subjects || subject;
-                outcomes := outcomes || 'allowed'::text;
-                CONTINUE;
-            END IF;
-            multiplier := coalesce(tier.multiplier, 1);
-            effective_limit := pol."limit";
-        END IF;
+        multiplier := coalesce(CASE WHEN has_override THEN override.multiplier ELSE tier.multiplier END, 1);
+        effective_limit := CASE WHEN has_override THEN coalesce(override."limit", pol."limit")
+                                ELSE pol."limit" END;
         -- Multiplied limits are rounded down (a limit never grows by rounding) but stay >= 1.
         effective_limit := greatest(1, least(2147483647, floor(effective_limit * multiplier)))::integer;
         effective_burst := CASE WHEN pol.burst IS NULL THEN NULL

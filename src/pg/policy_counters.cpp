@@ -20,6 +20,7 @@
 
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
+#include "pg/result_row.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/offender_table.hpp"
 
@@ -208,27 +209,10 @@ Datum record_outcomes_body(FunctionCallInfo fcinfo) {
     return BoolGetDatum(true);
 }
 
-// Starts a materialized result set for a function declared RETURNS TABLE(...).
+// Starts the result rows of a set-returning function.
 Tuplestorestate* begin_rows(FunctionCallInfo fcinfo, TupleDesc* desc) {
     Tuplestorestate* store = nullptr;
-    call_postgres([&] {
-        auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-        if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) ||
-            (rsinfo->allowedModes & SFRM_Materialize) == 0)
-            ereport(ERROR,
-                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                     errmsg("set-valued function called in context that cannot accept a set")));
-        TupleDesc result_desc = nullptr;
-        if (get_call_result_type(fcinfo, nullptr, &result_desc) != TYPEFUNC_COMPOSITE)
-            elog(ERROR, "ratelimit: return type must be a row type");
-        MemoryContext caller = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-        *desc = CreateTupleDescCopy(result_desc);
-        store = tuplestore_begin_heap(true, false, work_mem);
-        MemoryContextSwitchTo(caller);
-        rsinfo->returnMode = SFRM_Materialize;
-        rsinfo->setResult = store;
-        rsinfo->setDesc = *desc;
-    });
+    call_postgres([&] { store = begin_result_rows(fcinfo, desc); });
     return store;
 }
 

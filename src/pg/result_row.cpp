@@ -2,7 +2,7 @@
 
 namespace ratelimit::pg {
 
-Datum return_single_row(FunctionCallInfo fcinfo, Datum* values, bool* nulls) {
+Tuplestorestate* begin_result_rows(FunctionCallInfo fcinfo, TupleDesc* desc) {
     auto* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) ||
         (rsinfo->allowedModes & SFRM_Materialize) == 0) {
@@ -14,13 +14,19 @@ Datum return_single_row(FunctionCallInfo fcinfo, Datum* values, bool* nulls) {
         elog(ERROR, "ratelimit: return type must be a row type");
     }
     MemoryContext caller_context = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-    tupdesc = CreateTupleDescCopy(tupdesc);
+    *desc = CreateTupleDescCopy(tupdesc);
     Tuplestorestate* store = tuplestore_begin_heap(true, false, work_mem);
-    tuplestore_putvalues(store, tupdesc, values, nulls);
     MemoryContextSwitchTo(caller_context);
     rsinfo->returnMode = SFRM_Materialize;
     rsinfo->setResult = store;
-    rsinfo->setDesc = tupdesc;
+    rsinfo->setDesc = *desc;
+    return store;
+}
+
+Datum return_single_row(FunctionCallInfo fcinfo, Datum* values, bool* nulls) {
+    TupleDesc desc = nullptr;
+    Tuplestorestate* store = begin_result_rows(fcinfo, &desc);
+    tuplestore_putvalues(store, desc, values, nulls);
     return static_cast<Datum>(0);
 }
 
