@@ -9,10 +9,12 @@ MODULE_big = ratelimit
 CORE_OBJS = \
 	src/core/algorithms.o \
 	src/core/engine.o \
+	src/core/http_fields.o \
 	src/core/identity.o \
 	src/core/key_hash.o \
 	src/core/memory_store.o \
 	src/core/offender_table.o \
+	src/core/policy.o \
 	src/core/second_buckets.o \
 	src/core/validation.o
 PG_OBJS = \
@@ -25,12 +27,16 @@ PG_OBJS = \
 	src/pg/memory_worker.o \
 	src/pg/module.o \
 	src/pg/native_api.o \
+	src/pg/policy_api.o \
+	src/pg/policy_cache.o \
 	src/pg/policy_counters.o \
+	src/pg/policy_http.o \
 	src/pg/rate_limit_buckets.o \
 	src/pg/rate_limits.o \
 	src/pg/result_row.o \
 	src/pg/rpc_rate_limits.o \
-	src/pg/spi_statement.o
+	src/pg/spi_statement.o \
+	src/pg/state_engines.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 
 # sql/ratelimit--0.1.0.sql is the first released version; each later version's install script
@@ -38,7 +44,8 @@ OBJS = $(CORE_OBJS) $(PG_OBJS)
 # object has one source. Released scripts are never edited: changes go in a new upgrade script.
 BASE_VERSION = 0.1.0
 UPGRADE_CHAIN = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
-	sql/$(EXTENSION)--0.3.0--0.4.0.sql sql/$(EXTENSION)--0.4.0--0.5.0.sql
+	sql/$(EXTENSION)--0.3.0--0.4.0.sql sql/$(EXTENSION)--0.4.0--0.5.0.sql \
+	sql/$(EXTENSION)--0.5.0--0.6.0.sql
 DATA = sql/$(EXTENSION)--$(BASE_VERSION).sql $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = build/$(EXTENSION)--$(EXTVERSION).sql
 

@@ -204,8 +204,7 @@ SELECT allowed, policy, reason FROM ratelimit.check('activity.create_post', 'use
 SELECT * FROM pg_temp.policy_calls(ARRAY['lotto.global', 'lotto.ip', 'lotto.transaction'],
                                    ARRAY['global', '198.51.100.23', 'txn-1'], 11)
 WHERE call IN (1, 10, 11);
-SELECT (ratelimit.peek('lotto.ip:198.51.100.23', 100, '1 minute', 1, 'sliding_window')).remaining
-    AS ip_remaining_after_11_calls;
+SELECT (ratelimit.check('lotto.ip', '198.51.100.23', 0)).remaining AS ip_remaining_after_11_calls;
 
 \echo
 \echo '== HTTP: the headers and the 429 body an edge function copies into its response'

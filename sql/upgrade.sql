@@ -101,5 +101,24 @@ SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fres
 UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
 
+-- From 0.5.0: native keys keep their counts; policies are decided natively, each in its own
+-- namespace (a native key spelled 'policy:subject' no longer reaches a policy's counter), and
+-- start with fresh counters.
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit VERSION '0.5.0';
+SELECT * FROM ratelimit.consume('upgraded-from-0.5.0', 2, '1 minute');
+SELECT allowed, policy, remaining FROM ratelimit.check('rpc.auth', 'upgraded-user');
+ALTER EXTENSION ratelimit UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT * FROM ratelimit.consume('upgraded-from-0.5.0', 2, '1 minute');
+SELECT * FROM ratelimit.consume('upgraded-from-0.5.0', 2, '1 minute');
+SELECT allowed, policy, remaining FROM ratelimit.check('rpc.auth', 'upgraded-user');
+SELECT policy, key, amount FROM ratelimit.key_state ORDER BY policy, key;
+TRUNCATE upgraded;
+INSERT INTO upgraded SELECT item FROM pg_temp.extension_shape();
+SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fresh) AS u
+UNION ALL
+SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
+
 RESET ratelimit.test_clock;
 DROP EXTENSION ratelimit;

@@ -96,7 +96,8 @@ struct LogEntry {
 //  token_bucket                   instant = last refill,          amount = whole tokens,
 //                                 carry = fraction of a token, in 1/P
 //  gcra                           instant = theoretical arrival time (whole µs),
-//                                 carry = its fraction, in 1/N µs
+//                                 carry = its fraction, in 1/N µs,
+//                                 amount = the instant of the last write
 //  sliding_window                 log, oldest first
 // A state whose algorithm differs from the one asked for is read as fresh (its block stays).
 struct KeyState {
@@ -106,10 +107,19 @@ struct KeyState {
     std::int64_t carry = 0;
     std::vector<LogEntry> log;
     Micros blocked_until = 0;  // denied while now < blocked_until; 0 = never blocked
+    // token_bucket and gcra: the limit (N) and period (P) the state was measured in; 0 when
+    // unknown (a state written before they were kept), read as the limit asked for. A state
+    // measured under another N or P is converted before deciding, as it stood at its last
+    // write: the units it holds (tokens, or a theoretical arrival time's debt) are kept,
+    // rounded against the caller, and capped at the new burst, and refill at the new rate
+    // from then on, so an edited limit applies to the very next call in both directions.
+    std::int64_t measured_limit = 0;
+    Micros measured_period = 0;
 
     bool operator==(const KeyState& other) const noexcept {
         return algorithm == other.algorithm && instant == other.instant && amount == other.amount &&
-               carry == other.carry && log == other.log && blocked_until == other.blocked_until;
+               carry == other.carry && log == other.log && blocked_until == other.blocked_until &&
+               measured_limit == other.measured_limit && measured_period == other.measured_period;
     }
     bool operator!=(const KeyState& other) const noexcept { return !(*this == other); }
 };

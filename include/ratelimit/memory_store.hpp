@@ -49,6 +49,8 @@ union SlotState {
         Micros instant;
         std::int64_t amount;
         std::int64_t carry;
+        std::int64_t measured_limit;  // token_bucket and gcra (see KeyState); else 0
+        Micros measured_period;
     } counter;
     struct {
         Micros instant;  // the latest instant the log has seen (see KeyState)

@@ -5,6 +5,9 @@
 // more than (all denials / kOffenderSlots) times is guaranteed to be in the table, and each
 // entry's true count lies between `denials - overcount` and `denials`.
 //
+// Each entry belongs to one database (the server's databases share the table, so the bound
+// above is over all their denials): a database reads and clears only its own entries.
+//
 // Locking is the caller's: record() and snapshot() need the table's lock (exclusive, shared).
 #pragma once
 
@@ -26,6 +29,7 @@ struct OffenderSlot {
     std::int64_t overcount;
     Micros first_at;
     Micros last_at;
+    std::uint32_t database;
     std::uint16_t policy_bytes;
     std::uint16_t subject_bytes;
     char policy[kOffenderPolicyBytes];
@@ -51,13 +55,19 @@ class OffenderTable {
     // `slots` points at kOffenderSlots slots, zeroed (all free) before first use.
     explicit OffenderTable(OffenderSlot* slots) noexcept : slots_(slots) {}
 
-    // Counts one denial of `subject` under `policy` (both cut to their maximum length).
-    void record(std::string_view policy, std::string_view subject, Micros now) noexcept;
+    // Counts one denial of `subject` under `policy` (both cut to their maximum length) in
+    // `database`.
+    void record(std::string_view policy, std::string_view subject, Micros now,
+                std::uint32_t database = 0) noexcept;
 
-    // The entries in use, most denials first; the views point into the table.
-    std::vector<Offender> snapshot() const;
+    // The entries of `database` in use, most denials first; the views point into the table.
+    std::vector<Offender> snapshot(std::uint32_t database = 0) const;
 
+    // Frees every entry.
     void clear() noexcept;
+
+    // Frees the entries of `database` only.
+    void clear(std::uint32_t database) noexcept;
 
   private:
     OffenderSlot* slots_;

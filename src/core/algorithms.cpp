@@ -207,6 +207,36 @@ Outcome sliding_window_counter(const Limit& l, KeyState& s, Micros now, std::int
 
 // ---- token_bucket ---------------------------------------------------------------------------
 
+// The limit and period a bucket state was measured in (a state written before they were kept
+// reads as measured in the limit asked for).
+std::int64_t measured_limit(const Limit& l, const KeyState& s) noexcept {
+    return s.measured_limit > 0 ? s.measured_limit : l.limit;
+}
+Micros measured_period(const Limit& l, const KeyState& s) noexcept {
+    return s.measured_period > 0 ? s.measured_period : l.period;
+}
+bool measured_otherwise(const Limit& l, const KeyState& s) noexcept {
+    return measured_limit(l, s) != l.limit || measured_period(l, s) != l.period;
+}
+
+// A token bucket's tokens and fraction (in 1/P) at its last refill, in the units of `l`: the
+// whole tokens are kept up to the new burst, the fraction is rescaled rounding down, so a
+// changed limit never grants a token the old one had not refilled. The refill since then runs
+// at the new rate.
+void bucket_level(const Limit& l, const KeyState& s, std::int64_t* tokens,
+                  std::int64_t* fraction) noexcept {
+    *tokens = s.amount;
+    *fraction = s.carry;
+    if (!measured_otherwise(l, s))
+        return;
+    if (*tokens >= l.burst) {
+        *tokens = l.burst;
+        *fraction = 0;
+    } else {
+        *fraction = static_cast<std::int64_t>(Wide(s.carry) * l.period / measured_period(l, s));
+    }
+}
+
 Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action,
                      bool fresh) {
     const Micros p = l.period;
@@ -214,9 +244,12 @@ Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
     std::int64_t tokens = l.burst;
     std::int64_t fraction = 0;  // of a token, in 1/P
     if (!fresh) {
+        std::int64_t stored = 0;
+        std::int64_t carry = 0;
+        bucket_level(l, s, &stored, &carry);
         t = std::max(now, s.instant);
-        const Wide total = Wide(s.carry) + Wide(t - s.instant) * l.limit;
-        const Wide refilled = Wide(s.amount) + total / p;
+        const Wide total = Wide(carry) + Wide(t - s.instant) * l.limit;
+        const Wide refilled = Wide(stored) + total / p;
         if (refilled >= l.burst) {
             tokens = l.burst;
         } else {
@@ -243,6 +276,8 @@ Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
         s.instant = t;
         s.amount = tokens;
         s.carry = fraction;
+        s.measured_limit = l.limit;
+        s.measured_period = p;
     }
     out.remaining = tokens;
     // Time for the missing tokens to drip in at N per P.
@@ -257,13 +292,35 @@ Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
 
 // ---- gcra -----------------------------------------------------------------------------------
 
+// The theoretical arrival time of a state measured under another N or P, in the units of `l`
+// (scaled by its N). The debt at the state's last write (its `amount`), D in 1/N_m µs, is
+// D / P_m units owed; the same units owed under `l`, rounded up and at most a full bucket,
+// are owed from that instant on. Converting at a fixed instant, as the token bucket does,
+// keeps every later decision (and so every wait reported) the same whenever it is asked.
+Wide converted_arrival(const Limit& l, const KeyState& s) noexcept {
+    const Wide n_m = measured_limit(l, s);
+    const Micros p_m = measured_period(l, s);
+    const Micros written = s.amount;
+    const Wide debt = Wide(s.instant) * n_m + s.carry - Wide(written) * n_m;
+    const Wide tolerance = Wide(l.burst) * l.period;
+    Wide owed = 0;
+    if (debt > 0) {
+        // Compared before multiplying, so that no product can overflow.
+        owed = debt >= ceil_div(tolerance * p_m, l.period) ? tolerance
+                                                           : ceil_div(debt * l.period, p_m);
+    }
+    return Wide(written) * l.limit + owed;
+}
+
 Outcome gcra(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action,
              bool fresh) {
     const Micros p = l.period;
     const Wide n = l.limit;
     // Instants scaled by N, so that the emission interval P/N is the integer P.
     const Wide now_scaled = Wide(now) * n;
-    const Wide tat = fresh ? now_scaled : Wide(s.instant) * n + s.carry;
+    const Wide tat = fresh                      ? now_scaled
+                     : measured_otherwise(l, s) ? converted_arrival(l, s)
+                                                : Wide(s.instant) * n + s.carry;
     const Wide base = std::max(tat, now_scaled);
     const Wide tolerance = Wide(l.burst) * p;
     const Wide next = base + Wide(cost) * p;
@@ -281,7 +338,9 @@ Outcome gcra(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action 
     if (write) {
         s.instant = static_cast<Micros>(after / n);
         s.carry = static_cast<std::int64_t>(after % n);
-        s.amount = 0;
+        s.amount = now;  // the instant a later change of limit converts the debt at
+        s.measured_limit = l.limit;
+        s.measured_period = p;
     }
     const Wide left = tolerance - (after - now_scaled);
     out.remaining = left <= 0 ? 0 : static_cast<std::int64_t>(left / p);
@@ -467,16 +526,22 @@ Micros idle_from(const Limit& limit, const KeyState& state) {
                                      : 0;
             break;
         case Algorithm::kTokenBucket: {
-            const Wide missing = (Wide(limit.burst) - state.amount) * p - state.carry;
+            std::int64_t tokens = 0;
+            std::int64_t fraction = 0;
+            bucket_level(limit, state, &tokens, &fraction);
+            const Wide missing = (Wide(limit.burst) - tokens) * p - fraction;
             idle = missing <= 0
                        ? 0
                        : state.instant + static_cast<Micros>(ceil_div(missing, limit.limit));
             break;
         }
-        case Algorithm::kGcra:
-            idle = static_cast<Micros>(
-                ceil_div(Wide(state.instant) * limit.limit + state.carry, limit.limit));
+        case Algorithm::kGcra: {
+            const Wide tat = measured_otherwise(limit, state)
+                                 ? converted_arrival(limit, state)
+                                 : Wide(state.instant) * limit.limit + state.carry;
+            idle = static_cast<Micros>(ceil_div(tat, limit.limit));
             break;
+        }
     }
     // Calls behind the clock are decided at the state's latest instant, so it is not fresh
     // before then (gcra does not clamp: its arrival time already bounds it).

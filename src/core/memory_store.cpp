@@ -230,12 +230,15 @@ void load_slot_state(const MemorySlot& slot, KeyState& state) {
     if (state.algorithm == Algorithm::kSlidingWindow) {
         state.instant = slot.state.log.instant;
         state.amount = state.carry = 0;
+        state.measured_limit = state.measured_period = 0;
         for (int i = 0; i < slot.log_count; ++i)
             state.log.push_back(LogEntry{slot.state.log.at[i], slot.state.log.units[i]});
     } else {
         state.instant = slot.state.counter.instant;
         state.amount = slot.state.counter.amount;
         state.carry = slot.state.counter.carry;
+        state.measured_limit = slot.state.counter.measured_limit;
+        state.measured_period = slot.state.counter.measured_period;
     }
 }
 
@@ -256,6 +259,8 @@ void store_slot_state(const KeyState& state, Micros expires_at, MemorySlot& slot
         slot.state.counter.instant = state.instant;
         slot.state.counter.amount = state.amount;
         slot.state.counter.carry = state.carry;
+        slot.state.counter.measured_limit = state.measured_limit;
+        slot.state.counter.measured_period = state.measured_period;
     }
 }
 
@@ -278,6 +283,7 @@ Decision MemoryStore::decide(int partition, const KeyHash& key, const Limit& lim
     } else {
         scratch.algorithm = Algorithm::kNone;
         scratch.instant = scratch.amount = scratch.carry = scratch.blocked_until = 0;
+        scratch.measured_limit = scratch.measured_period = 0;
         scratch.log.clear();
     }
     const Decision decision = ratelimit::decide(limit, scratch, now, cost, action);
@@ -360,6 +366,15 @@ bool MemoryStore::plausible(const SavedSlot& saved) noexcept {
     const bool sliding = saved.algorithm == static_cast<std::int16_t>(Algorithm::kSlidingWindow);
     if (saved.log_count > (sliding ? kMemoryLogCapacity : 0))
         return false;
+    if (!sliding) {
+        // What a bucket was measured in: nothing (0), or a limit and period in their ranges.
+        const std::int64_t measured_limit = saved.state.counter.measured_limit;
+        const Micros measured_period = saved.state.counter.measured_period;
+        if (measured_limit < 0 || measured_limit > INT32_MAX ||
+            (measured_period != 0 &&
+             (measured_period < kMinPeriod || measured_period > kMaxWindow)))
+            return false;
+    }
     if (sliding) {
         // The log is oldest first, one entry per distinct instant, each with some units.
         for (int i = 0; i < saved.log_count; ++i) {

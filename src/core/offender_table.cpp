@@ -6,8 +6,10 @@
 namespace ratelimit {
 namespace {
 
-bool holds(const OffenderSlot& slot, std::string_view policy, std::string_view subject) noexcept {
-    return slot.denials > 0 && std::string_view(slot.policy, slot.policy_bytes) == policy &&
+bool holds(const OffenderSlot& slot, std::uint32_t database, std::string_view policy,
+           std::string_view subject) noexcept {
+    return slot.denials > 0 && slot.database == database &&
+           std::string_view(slot.policy, slot.policy_bytes) == policy &&
            std::string_view(slot.subject, slot.subject_bytes) == subject;
 }
 
@@ -23,13 +25,14 @@ std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) noexc
     return text.substr(0, end);
 }
 
-void OffenderTable::record(std::string_view policy, std::string_view subject, Micros now) noexcept {
+void OffenderTable::record(std::string_view policy, std::string_view subject, Micros now,
+                           std::uint32_t database) noexcept {
     policy = utf8_prefix(policy, kOffenderPolicyBytes);
     subject = utf8_prefix(subject, kOffenderSubjectBytes);
     OffenderSlot* fewest = &slots_[0];
     for (int i = 0; i < kOffenderSlots; ++i) {
         OffenderSlot& slot = slots_[i];
-        if (holds(slot, policy, subject)) {
+        if (holds(slot, database, policy, subject)) {
             ++slot.denials;
             slot.last_at = now;
             return;
@@ -42,6 +45,7 @@ void OffenderTable::record(std::string_view policy, std::string_view subject, Mi
     const std::int64_t inherited = fewest->denials;
     fewest->overcount = inherited;
     fewest->denials = inherited + 1;
+    fewest->database = database;
     fewest->first_at = now;
     fewest->last_at = now;
     fewest->policy_bytes = static_cast<std::uint16_t>(policy.size());
@@ -50,11 +54,11 @@ void OffenderTable::record(std::string_view policy, std::string_view subject, Mi
     std::memcpy(fewest->subject, subject.data(), subject.size());
 }
 
-std::vector<Offender> OffenderTable::snapshot() const {
+std::vector<Offender> OffenderTable::snapshot(std::uint32_t database) const {
     std::vector<Offender> result;
     for (int i = 0; i < kOffenderSlots; ++i) {
         const OffenderSlot& slot = slots_[i];
-        if (slot.denials == 0)
+        if (slot.denials == 0 || slot.database != database)
             continue;
         result.push_back(Offender{std::string_view(slot.policy, slot.policy_bytes),
                                   std::string_view(slot.subject, slot.subject_bytes), slot.denials,
@@ -67,6 +71,13 @@ std::vector<Offender> OffenderTable::snapshot() const {
 
 void OffenderTable::clear() noexcept {
     std::memset(static_cast<void*>(slots_), 0, kBytes);
+}
+
+void OffenderTable::clear(std::uint32_t database) noexcept {
+    for (int i = 0; i < kOffenderSlots; ++i) {
+        if (slots_[i].database == database)
+            std::memset(static_cast<void*>(&slots_[i]), 0, sizeof(OffenderSlot));
+    }
 }
 
 }  // namespace ratelimit

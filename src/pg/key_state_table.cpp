@@ -29,11 +29,12 @@ enum Column {
     kLog,
     kBlockedUntil,
     kExpiresAt,
+    kPolicy,  // added in 0.6.0, hence last
     kColumnCount
 };
 
-constexpr Oid kColumnTypes[kColumnCount] = {TEXTOID, INT2OID,      INT8OID, INT8OID,
-                                            INT8OID, INT8ARRAYOID, INT8OID, INT8OID};
+constexpr Oid kColumnTypes[kColumnCount] = {TEXTOID,      INT2OID, INT8OID, INT8OID, INT8OID,
+                                            INT8ARRAYOID, INT8OID, INT8OID, TEXTOID};
 
 // First key of the two-part advisory locks taken when a key's row is created ("RLKS"), so
 // they stay apart from an application's own advisory locks.
@@ -59,11 +60,14 @@ Oid require_relation(const char* name, Oid schema) {
     return relid;
 }
 
-// The table is written without SQL, so its shape is checked instead of trusted.
-void check_shape(Relation heap) {
+// The table is written without SQL, so its shape is checked instead of trusted. A table of a
+// version before 0.6.0 lacks the last column; true when the table has it.
+bool check_shape(Relation heap) {
     TupleDesc desc = RelationGetDescr(heap);
-    bool ok = desc->natts == kColumnCount;
-    for (int i = 0; ok && i < kColumnCount; ++i) {
+    const bool has_policy = desc->natts == kColumnCount;
+    const int columns = has_policy ? kColumnCount : kPolicy;
+    bool ok = desc->natts == columns;
+    for (int i = 0; ok && i < columns; ++i) {
         Form_pg_attribute attribute = TupleDescAttr(desc, i);
         ok = !attribute->attisdropped && attribute->atttypid == kColumnTypes[i];
     }
@@ -73,6 +77,7 @@ void check_shape(Relation heap) {
                  errmsg("ratelimit: table \"%s\" has been altered", RelationGetRelationName(heap)),
                  errhint("Reinstall the extension to restore it.")));
     }
+    return has_policy;
 }
 
 std::int64_t int8_column(Datum* values, bool* nulls, int column) {
@@ -110,13 +115,20 @@ void fill_row(TupleDesc desc, HeapTuple tuple, StoredKeyRow* row) {
 
 // One look-up of the key through the primary key, with a snapshot taken now. With `row`, the
 // version found is read into it.
-bool find_row(const KeyStateTable& table, Datum key, ItemPointer tid, StoredKeyRow* row) {
-    ScanKeyData scan_key;
-    ScanKeyEntryInitialize(&scan_key, 0, kKey + 1, BTEqualStrategyNumber, InvalidOid,
-                           table.primary_key->rd_indcollation[0], F_TEXTEQ, key);
+bool find_row(const KeyStateTable& table, const StateKey& key, ItemPointer tid, StoredKeyRow* row) {
+    ScanKeyData scan_keys[2];
+    int count = 0;
+    if (table.has_policy) {
+        ScanKeyEntryInitialize(&scan_keys[count], 0, kPolicy + 1, BTEqualStrategyNumber, InvalidOid,
+                               table.primary_key->rd_indcollation[count], F_TEXTEQ, key.space);
+        ++count;
+    }
+    ScanKeyEntryInitialize(&scan_keys[count], 0, kKey + 1, BTEqualStrategyNumber, InvalidOid,
+                           table.primary_key->rd_indcollation[count], F_TEXTEQ, key.key);
+    ++count;
     Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
     SysScanDesc scan = systable_beginscan(table.heap, RelationGetRelid(table.primary_key), true,
-                                          snapshot, 1, &scan_key);
+                                          snapshot, count, scan_keys);
     HeapTuple tuple = systable_getnext(scan);
     bool found = HeapTupleIsValid(tuple);
     if (found) {
@@ -130,19 +142,27 @@ bool find_row(const KeyStateTable& table, Datum key, ItemPointer tid, StoredKeyR
     return found;
 }
 
-void lock_key_for_insert(Datum key) {
-    text* key_text = DatumGetTextPP(key);
+void lock_key_for_insert(const StateKey& key) {
+    text* key_text = DatumGetTextPP(key.key);
+    text* space_text = DatumGetTextPP(key.space);
     uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(VARDATA_ANY(key_text)),
                              static_cast<int>(VARSIZE_ANY_EXHDR(key_text)));
+    if (VARSIZE_ANY_EXHDR(space_text) > 0) {
+        hash = hash_combine(
+            hash, hash_bytes(reinterpret_cast<const unsigned char*>(VARDATA_ANY(space_text)),
+                             static_cast<int>(VARSIZE_ANY_EXHDR(space_text))));
+    }
     LOCKTAG tag;
     SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(kKeyStateLockClass), hash, 2);
     (void)LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
-HeapTuple form_row(const KeyStateTable& table, Datum key, const StoredKeyRow& row) {
+HeapTuple form_row(const KeyStateTable& table, const StateKey& key, const StoredKeyRow& row) {
     Datum values[kColumnCount];
     bool nulls[kColumnCount] = {false};
-    values[kKey] = key;
+    values[kKey] = key.key;
+    if (table.has_policy)
+        values[kPolicy] = key.space;
     values[kAlgorithm] = Int16GetDatum(row.algorithm);
     values[kInstant] = Int64GetDatum(row.instant);
     values[kAmount] = Int64GetDatum(row.amount);
@@ -172,7 +192,7 @@ void open_key_state_table(Oid schema, Engine engine, bool writing, const char* f
     }
     table->lock_mode = writing ? RowExclusiveLock : AccessShareLock;
     table->heap = table_open(require_relation(table_name(engine), schema), table->lock_mode);
-    check_shape(table->heap);
+    table->has_policy = check_shape(table->heap);
     table->primary_key =
         index_open(require_relation(primary_key_name(engine), schema), table->lock_mode);
 }
@@ -186,7 +206,7 @@ void close_key_state_table(KeyStateTable* table) {
     table->heap = nullptr;
 }
 
-void read_key_row(const KeyStateTable& table, Datum key, bool create, StoredKeyRow* row) {
+void read_key_row(const KeyStateTable& table, const StateKey& key, bool create, StoredKeyRow* row) {
     row->found = false;
     ItemPointerData tid;
     if (find_row(table, key, &tid, row) || !create)
@@ -197,7 +217,7 @@ void read_key_row(const KeyStateTable& table, Datum key, bool create, StoredKeyR
     (void)find_row(table, key, &tid, row);
 }
 
-bool write_key_row(const KeyStateTable& table, Datum key, const StoredKeyRow& row) {
+bool write_key_row(const KeyStateTable& table, const StateKey& key, const StoredKeyRow& row) {
     HeapTuple tuple = form_row(table, key, row);
     const CommandId command = GetCurrentCommandId(true);
     if (row.found) {
@@ -226,8 +246,10 @@ bool write_key_row(const KeyStateTable& table, Datum key, const StoredKeyRow& ro
     // A HOT update (the usual case: only the key is indexed and it never changes) needs no new
     // index entry.
     if (!HeapTupleIsHeapOnly(tuple)) {
-        Datum values[1] = {key};
-        bool nulls[1] = {false};
+        Datum values[2] = {key.space, key.key};
+        bool nulls[2] = {false, false};
+        if (!table.has_policy)
+            values[0] = key.key;
         index_insert(table.primary_key, values, nulls, &tuple->t_self, table.heap, UNIQUE_CHECK_YES,
                      false, BuildIndexInfo(table.primary_key));
     }

@@ -12,11 +12,13 @@
 //    one decision costs one row write (and, for the logged table, one WAL record).
 //  - A key with no row is created under a transaction-scoped advisory lock on the key's hash,
 //    taken before reading again, so two first calls cannot both insert it.
+//  - A row is identified by (policy, key): the native API's keys have policy '', a policy's
+//    subjects have its name, so no spelling of a key reaches another namespace's counter.
 //  - Cleanup is a plain DELETE: it waits for a writer's transaction and re-checks expires_at on
 //    the latest version, so it never removes a row a concurrent decision has just renewed.
 //
-// Only the primary key is indexed: every other column changes on each decision, and leaving
-// them out of any index (with fillfactor room on each page) keeps updates HOT.
+// Only the primary key (policy, key) is indexed: every other column changes on each decision, and
+// leaving them out of any index (with fillfactor room on each page) keeps updates HOT.
 //
 // Everything here is PostgreSQL code: call it inside call_postgres(). The structs hold plain
 // values only, so they may be filled there.
@@ -43,10 +45,20 @@ struct StoredKeyRow {
     std::int64_t expires_at = 0;
 };
 
+// Which row: the namespace (a text datum: '' for the native API, else a policy's name) and the
+// key within it (a text datum).
+struct StateKey {
+    Datum space = 0;
+    Datum key = 0;
+};
+
 struct KeyStateTable {
     Relation heap = nullptr;
     Relation primary_key = nullptr;
     LOCKMODE lock_mode = NoLock;
+    // False for a table of a version before 0.6.0 (no policy column, primary key (key)): it
+    // serves the native API's keys until ALTER EXTENSION ratelimit UPDATE.
+    bool has_policy = true;
 };
 
 // Opens the engine's table, found in `schema` (the schema of the calling function). `writing`
@@ -58,12 +70,12 @@ void close_key_state_table(KeyStateTable* table);
 
 // Reads the key's latest committed row (row->found says whether there is one). With `create`,
 // when there is no row the key's advisory lock is held on return, so the caller may insert it.
-void read_key_row(const KeyStateTable& table, Datum key, bool create, StoredKeyRow* row);
+void read_key_row(const KeyStateTable& table, const StateKey& key, bool create, StoredKeyRow* row);
 
 // Inserts the row (row.found == false) or updates the version read, then makes it visible to
 // the rest of the transaction. False when the version read was changed or deleted by another
 // transaction meanwhile: read and decide again.
-bool write_key_row(const KeyStateTable& table, Datum key, const StoredKeyRow& row);
+bool write_key_row(const KeyStateTable& table, const StateKey& key, const StoredKeyRow& row);
 
 // Deletes the version read; false as for write_key_row.
 bool delete_key_row(const KeyStateTable& table, const StoredKeyRow& row);

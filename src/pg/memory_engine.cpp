@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 
 #include "pg/clock.hpp"
@@ -296,16 +297,33 @@ void install_memory_engine() {
     register_memory_worker();
 }
 
-MemoryKey memory_key(Datum key_text) {
+MemoryKey memory_key(const StateKey& state_key) {
     if (shared == nullptr)
         not_available();
-    const text* key = reinterpret_cast<const text*>(DatumGetPointer(key_text));
+    const text* key = reinterpret_cast<const text*>(DatumGetPointer(state_key.key));
+    const text* space = reinterpret_cast<const text*>(DatumGetPointer(state_key.space));
     // Keys belong to their database, as the table engines' rows do: each database hashes with
     // its own variant of the secret, so equal keys in two databases are two keys.
     HashSecret secret = MemoryStore::attach(store_block()).secret();
     secret.k1 ^= MyDatabaseId;
     MemoryKey result;
-    result.hash = hash_key(secret, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+    const std::size_t space_bytes = VARSIZE_ANY_EXHDR(space);
+    if (space_bytes == 0) {
+        result.hash = hash_key(secret, VARDATA_ANY(key), VARSIZE_ANY_EXHDR(key));
+    } else {
+        // A policy's subjects hash under another variant of the secret, as "policy\0subject":
+        // no text holds a NUL, so no native key and no other policy's subject hashes the same.
+        constexpr std::size_t kMaxBytes = 128 + 1 + 1024;
+        char joined[kMaxBytes];
+        const std::size_t key_bytes = VARSIZE_ANY_EXHDR(key);
+        if (space_bytes + 1 + key_bytes > kMaxBytes)
+            throw std::length_error("ratelimit: memory engine key too long");
+        std::memcpy(joined, VARDATA_ANY(space), space_bytes);
+        joined[space_bytes] = '\0';
+        std::memcpy(joined + space_bytes + 1, VARDATA_ANY(key), key_bytes);
+        secret.k0 ^= 0x706f6c6963790000ULL;  // "policy"
+        result.hash = hash_key(secret, joined, space_bytes + 1 + key_bytes);
+    }
     result.partition = MemoryStore::partition_of(result.hash);
     return result;
 }

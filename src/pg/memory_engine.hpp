@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "pg/key_state_table.hpp"
 #include "pg/postgres.hpp"
 #include "ratelimit/algorithms.hpp"
 #include "ratelimit/key_hash.hpp"
@@ -25,7 +26,7 @@ struct MemoryKey {
     KeyHash hash;
     int partition = 0;
 };
-MemoryKey memory_key(Datum key_text);
+MemoryKey memory_key(const StateKey& key);
 
 Decision memory_decide(const MemoryKey& key, const Limit& limit, Micros now, std::int64_t cost,
                        Action action);

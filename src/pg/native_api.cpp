@@ -14,6 +14,7 @@
 #include "pg/guard.hpp"
 #include "pg/key_state_table.hpp"
 #include "pg/memory_engine.hpp"
+#include "pg/state_engines.hpp"
 #include "pg/postgres.hpp"
 
 extern "C" {
@@ -90,42 +91,6 @@ Oid calling_schema(FunctionCallInfo fcinfo) {
     return schema;
 }
 
-KeyState state_of(const StoredKeyRow& row) {
-    KeyState state;
-    if (!row.found)
-        return state;
-    state.algorithm = static_cast<Algorithm>(row.algorithm);
-    state.instant = row.instant;
-    state.amount = row.amount;
-    state.carry = row.carry;
-    state.blocked_until = row.blocked_until;
-    for (int i = 0; i + 1 < row.log_values; i += 2)
-        state.log.push_back(LogEntry{row.log[i], row.log[i + 1]});
-    return state;
-}
-
-// Copies `state` into `row` for writing; the log goes into palloc'd memory.
-void store_state(const KeyState& state, Micros expires_at, StoredKeyRow* row) {
-    row->algorithm = static_cast<std::int16_t>(state.algorithm);
-    row->instant = state.instant;
-    row->amount = state.amount;
-    row->carry = state.carry;
-    row->blocked_until = state.blocked_until;
-    row->expires_at = expires_at;
-    row->log_values = static_cast<int>(state.log.size() * 2);
-    std::int64_t* log = nullptr;
-    if (row->log_values > 0) {
-        call_postgres([&] {
-            log = static_cast<std::int64_t*>(palloc(sizeof(std::int64_t) * row->log_values));
-        });
-        for (std::size_t i = 0; i < state.log.size(); ++i) {
-            log[2 * i] = state.log[i].at;
-            log[2 * i + 1] = state.log[i].units;
-        }
-    }
-    row->log = log;
-}
-
 std::int64_t milliseconds_rounded_up(Micros span) {
     return span <= 0 ? 0 : (span + 999) / 1000;
 }
@@ -176,34 +141,14 @@ const char* action_function(Action action) {
 
 Datum limit_call(FunctionCallInfo fcinfo, Action action) {
     const LimitCall call = read_limit_call(fcinfo);
-    if (call.engine == Engine::kMemory) {
+    if (call.engine == Engine::kMemory)
         require_memory_limit(call.limit);
-        const MemoryKey key = memory_key(call.key);
-        const Micros now = now_checked();
-        return decision_datum(fcinfo, memory_decide(key, call.limit, now, call.cost, action));
-    }
-    const Oid schema = calling_schema(fcinfo);
+    const Oid schema = call.engine == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
+    EngineStorage storage;
+    StateEngine& engine = state_engine(call.engine, schema, action_function(action), storage);
+    const StateKey key{native_space(), call.key};
     const Micros now = now_checked();
-    const bool writing = action != Action::kPeek;
-
-    KeyStateTable table;
-    call_postgres([&] {
-        open_key_state_table(schema, call.engine, writing, action_function(action), &table);
-    });
-    // Read, decide, write; again if another transaction wrote the key in between.
-    Decision decision;
-    for (bool written = false; !written;) {
-        StoredKeyRow row;
-        call_postgres([&] { read_key_row(table, call.key, writing, &row); });
-        KeyState state = state_of(row);
-        decision = decide(call.limit, state, now, call.cost, action);
-        if (!writing || !decision.state_changed)
-            break;
-        store_state(state, idle_from(call.limit, state), &row);
-        call_postgres([&] { written = write_key_row(table, call.key, row); });
-    }
-    call_postgres([&] { close_key_state_table(&table); });
-    return decision_datum(fcinfo, decision);
+    return decision_datum(fcinfo, engine.decide(key, call.limit, now, call.cost, action));
 }
 
 Datum consume_body(FunctionCallInfo fcinfo) {
@@ -220,52 +165,23 @@ Datum refund_body(FunctionCallInfo fcinfo) {
 
 Datum reset_body(FunctionCallInfo fcinfo) {
     const Datum key = key_argument(fcinfo, 0, "p_key");
-    const Engine engine = read_engine(fcinfo, 1);
-    if (engine == Engine::kMemory)
-        return BoolGetDatum(memory_reset(memory_key(key)));
-    const Oid schema = calling_schema(fcinfo);
-    bool existed = false;
-    call_postgres([&] {
-        KeyStateTable table;
-        open_key_state_table(schema, engine, true, "ratelimit.reset()", &table);
-        for (;;) {
-            StoredKeyRow row;
-            read_key_row(table, key, false, &row);
-            existed = row.found;
-            if (!row.found || delete_key_row(table, row))
-                break;
-        }
-        close_key_state_table(&table);
-    });
-    return BoolGetDatum(existed);
+    const Engine engine_kind = read_engine(fcinfo, 1);
+    const Oid schema = engine_kind == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
+    EngineStorage storage;
+    StateEngine& engine = state_engine(engine_kind, schema, "ratelimit.reset()", storage);
+    return BoolGetDatum(engine.reset(StateKey{native_space(), key}));
 }
 
 Datum block_body(FunctionCallInfo fcinfo) {
     const Datum key = key_argument(fcinfo, 0, "p_key");
     const Micros duration = interval_argument(fcinfo, 1, "p_duration");
-    const Engine engine = read_engine(fcinfo, 2);
-    if (engine == Engine::kMemory) {
-        const MemoryKey memory = memory_key(key);
-        const Micros now = now_checked();
-        return TimestampTzGetDatum(to_timestamptz(memory_block(memory, now + duration, now)));
-    }
-    const Oid schema = calling_schema(fcinfo);
+    const Engine engine_kind = read_engine(fcinfo, 2);
+    const Oid schema = engine_kind == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
+    EngineStorage storage;
+    StateEngine& engine = state_engine(engine_kind, schema, "ratelimit.block()", storage);
+    const StateKey state_key{native_space(), key};
     const Micros now = now_checked();
-
-    KeyStateTable table;
-    call_postgres([&] { open_key_state_table(schema, engine, true, "ratelimit.block()", &table); });
-    Micros blocked_until = 0;
-    for (bool written = false; !written;) {
-        StoredKeyRow row;
-        call_postgres([&] { read_key_row(table, key, true, &row); });
-        KeyState state = state_of(row);
-        block_until(state, now + duration);
-        blocked_until = state.blocked_until;
-        store_state(state, std::max<Micros>(row.expires_at, state.blocked_until), &row);
-        call_postgres([&] { written = write_key_row(table, key, row); });
-    }
-    call_postgres([&] { close_key_state_table(&table); });
-    return TimestampTzGetDatum(to_timestamptz(blocked_until));
+    return TimestampTzGetDatum(to_timestamptz(engine.block(state_key, now + duration, now)));
 }
 
 // ---- consume_all: several limits decided as one --------------------------------------------
@@ -329,22 +245,9 @@ std::string element_name(const char* array, int index) {
     throw error;
 }
 
-struct Tier {
-    Datum key = 0;  // a text datum
-    Limit limit;
-    Engine engine = Engine::kTable;
-    bool enforced = true;
-    Decision before;  // the tier as it stands, before this call charges anything
-    Decision result;  // what the call did to it, when `charged`
-    bool charged = false;
-};
-
-std::string_view text_bytes(Datum value) {
-    const text* t = reinterpret_cast<const text*>(DatumGetPointer(value));
-    return std::string_view(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
-
-std::vector<Tier> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost) {
+// The tiers of a consume_all call, checked, and their keys (keys[i] for tiers[i]).
+std::vector<TierCall> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost,
+                                 std::vector<StateKey>* state_keys) {
     const ArrayArgument keys = array_argument(fcinfo, 0, "p_keys", TEXTOID, true);
     const ArrayArgument limits = array_argument(fcinfo, 1, "p_limits", INT4OID, true);
     const ArrayArgument periods = array_argument(fcinfo, 2, "p_periods", INTERVALOID, true);
@@ -368,9 +271,12 @@ std::vector<Tier> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost) {
                                                    std::to_string(array->count) + ")");
     }
 
-    std::vector<Tier> tiers(count);
+    std::vector<TierCall> tiers(count);
+    state_keys->assign(count, StateKey{native_space(), 0});
     for (int i = 0; i < count; ++i) {
-        Tier& tier = tiers[i];
+        TierCall& tier = tiers[i];
+        tier.index = static_cast<std::size_t>(i);
+        Datum& tier_key = (*state_keys)[i].key;
         try {
             if (keys.nulls[i])
                 throw ArgumentError::null("p_key");
@@ -379,8 +285,8 @@ std::vector<Tier> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost) {
             if (periods.nulls[i])
                 throw ArgumentError::null("p_period");
             call_postgres(
-                [&] { tier.key = PointerGetDatum(PG_DETOAST_DATUM_PACKED(keys.values[i])); });
-            require_key("p_key", text_bytes(tier.key).size());
+                [&] { tier_key = PointerGetDatum(PG_DETOAST_DATUM_PACKED(keys.values[i])); });
+            require_key("p_key", text_bytes(tier_key).size());
             const Interval* span = DatumGetIntervalP(periods.values[i]);
             const Micros period = interval_length("p_period", span->month, span->day, span->time);
             Algorithm algorithm = Algorithm::kFixedWindow;
@@ -416,7 +322,8 @@ std::vector<Tier> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost) {
                 std::string(error.what()) + " (for " + element_name("p_keys", i) + ")");
         }
         for (int j = 0; j < i; ++j) {
-            if (tiers[j].engine == tier.engine && text_bytes(tiers[j].key) == text_bytes(tier.key))
+            if (tiers[j].engine == tier.engine &&
+                text_bytes((*state_keys)[j].key) == text_bytes(tier_key))
                 throw ArgumentError::invalid(element_name("p_keys", i),
                                              "repeats p_keys[" + std::to_string(j + 1) +
                                                  "] on the same engine: each key may appear once");
@@ -425,174 +332,25 @@ std::vector<Tier> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost) {
     return tiers;
 }
 
-// The table tiers of one call, decided inside a subtransaction so that a denial anywhere can
-// undo what the earlier tiers charged. Keys are taken in (engine, key) order, so two calls
-// over the same keys lock their rows in the same order and cannot deadlock.
-class TableTiers {
-  public:
-    TableTiers(FunctionCallInfo fcinfo, std::vector<Tier>& tiers) : fcinfo_(fcinfo) {
-        for (Tier& tier : tiers) {
-            if (tier.engine != Engine::kMemory)
-                tiers_.push_back(&tier);
-        }
-        std::sort(tiers_.begin(), tiers_.end(), [](const Tier* a, const Tier* b) {
-            if (a->engine != b->engine)
-                return a->engine < b->engine;
-            return text_bytes(a->key) < text_bytes(b->key);
-        });
-    }
-
-    bool empty() const { return tiers_.empty(); }
-
-    // Charges every table tier that allows; true if every enforced one did.
-    bool consume(Micros now, std::int64_t cost) {
-        const Oid schema = calling_schema(fcinfo_);
-        call_postgres([&] {
-            caller_context_ = CurrentMemoryContext;
-            caller_owner_ = CurrentResourceOwner;
-            BeginInternalSubTransaction(nullptr);
-            MemoryContextSwitchTo(caller_context_);
-        });
-        open_ = true;
-        bool allowed = true;
-        for (Engine engine : {Engine::kTable, Engine::kUnlogged}) {
-            KeyStateTable table;
-            bool opened = false;
-            for (Tier* tier : tiers_) {
-                if (tier->engine != engine)
-                    continue;
-                if (!opened) {
-                    call_postgres([&] {
-                        open_key_state_table(schema, engine, true, "ratelimit.consume_all()",
-                                             &table);
-                    });
-                    opened = true;
-                }
-                decide_tier(table, *tier, now, cost);
-                if (tier->enforced && !tier->before.allowed)
-                    allowed = false;
-            }
-            if (opened)
-                call_postgres([&] { close_key_state_table(&table); });
-        }
-        return allowed;
-    }
-
-    // Ends the subtransaction: keeps what it charged, or undoes all of it.
-    void finish(bool keep) {
-        if (!open_)
-            return;
-        open_ = false;
-        call_postgres([&] {
-            if (keep)
-                ReleaseCurrentSubTransaction();
-            else
-                RollbackAndReleaseCurrentSubTransaction();
-            MemoryContextSwitchTo(caller_context_);
-            CurrentResourceOwner = caller_owner_;
-        });
-        if (!keep) {
-            for (Tier* tier : tiers_)
-                tier->charged = false;
-        }
-    }
-
-    // On an error: the subtransaction must be gone before the error travels on, or whoever
-    // catches it would roll back ours instead of theirs.
-    void abandon() noexcept {
-        if (!open_)
-            return;
-        open_ = false;
-        try {
-            call_postgres([&] {
-                RollbackAndReleaseCurrentSubTransaction();
-                MemoryContextSwitchTo(caller_context_);
-                CurrentResourceOwner = caller_owner_;
-            });
-        } catch (...) {
-            // The error already in flight is the one to report; the transaction aborts anyway.
-        }
-    }
-
-  private:
-    static void decide_tier(const KeyStateTable& table, Tier& tier, Micros now, std::int64_t cost) {
-        for (bool written = false; !written;) {
-            StoredKeyRow row;
-            call_postgres([&] { read_key_row(table, tier.key, true, &row); });
-            KeyState state = state_of(row);
-            KeyState unchanged = state;
-            tier.before = decide(tier.limit, unchanged, now, cost, Action::kPeek);
-            if (!tier.before.allowed)
-                return;
-            tier.result = decide(tier.limit, state, now, cost, Action::kConsume);
-            tier.charged = true;
-            if (!tier.result.state_changed)
-                return;
-            store_state(state, idle_from(tier.limit, state), &row);
-            call_postgres([&] { written = write_key_row(table, tier.key, row); });
-        }
-    }
-
-    FunctionCallInfo fcinfo_;
-    std::vector<Tier*> tiers_;
-    bool open_ = false;
-    MemoryContext caller_context_ = nullptr;
-    ResourceOwner caller_owner_ = nullptr;
-};
-
-bool consume_memory_tiers(std::vector<Tier>& tiers, Micros now, std::int64_t cost, bool charge) {
-    std::vector<MemoryTierCall> calls;
-    std::vector<Tier*> owners;
-    for (Tier& tier : tiers) {
-        if (tier.engine != Engine::kMemory)
-            continue;
-        MemoryTierCall call;
-        call.key = memory_key(tier.key);
-        call.limit = tier.limit;
-        call.enforced = tier.enforced;
-        calls.push_back(call);
-        owners.push_back(&tier);
-    }
-    if (calls.empty())
-        return true;
-    const bool allowed =
-        memory_consume_all(calls.data(), static_cast<int>(calls.size()), now, cost, charge);
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-        owners[i]->before = calls[i].before;
-        owners[i]->result = calls[i].result;
-        owners[i]->charged = calls[i].charged;
-    }
-    return allowed;
-}
-
-// ratelimit.consume_all(): see sql/ratelimit--0.4.0--0.5.0.sql.
+// ratelimit.consume_all(): see sql/ratelimit--0.4.0--0.5.0.sql. The decision is the core's
+// (decide_all_or_nothing), over the engines of src/pg/state_engines.hpp.
 Datum consume_all_body(FunctionCallInfo fcinfo) {
     std::int64_t cost = 0;
-    std::vector<Tier> tiers = read_tiers(fcinfo, &cost);
+    std::vector<StateKey> keys;
+    std::vector<TierCall> tiers = read_tiers(fcinfo, &cost, &keys);
+    const bool uses_tables = std::any_of(tiers.begin(), tiers.end(), [](const TierCall& tier) {
+        return tier.engine != Engine::kMemory;
+    });
+    const Oid schema = uses_tables ? calling_schema(fcinfo) : InvalidOid;
     const Micros now = now_checked();
-
-    TableTiers table_tiers(fcinfo, tiers);
-    bool allowed = true;
-    try {
-        if (!table_tiers.empty())
-            allowed = table_tiers.consume(now, cost);
-        // The memory tiers are decided last: they cannot be undone, so they are charged only
-        // once the table tiers have allowed, and the table tiers are undone if a memory tier
-        // denies. After a table denial they are only looked at, for the report.
-        allowed = consume_memory_tiers(tiers, now, cost, allowed) && allowed;
-        table_tiers.finish(allowed);
-    } catch (...) {
-        table_tiers.abandon();
-        throw;
-    }
+    sort_tiers(tiers, keys);
+    const bool allowed = decide_tiers(tiers, keys, schema, "ratelimit.consume_all()", now, cost);
 
     Datum* elements = nullptr;
     Datum result = 0;
     call_postgres([&] { elements = static_cast<Datum*>(palloc(sizeof(Datum) * tiers.size())); });
-    for (std::size_t i = 0; i < tiers.size(); ++i) {
-        const Tier& tier = tiers[i];
-        elements[i] = decision_datum(fcinfo, allowed && tier.charged ? tier.result : tier.before);
-    }
+    for (const TierCall& tier : tiers)
+        elements[tier.index] = decision_datum(fcinfo, reported_decision(tier, allowed));
     call_postgres([&] {
         const Oid row_type = call_site(fcinfo)->decision->tdtypeid;
         result = PointerGetDatum(construct_array(elements, static_cast<int>(tiers.size()), row_type,

@@ -1,6 +1,8 @@
 // Per-policy counters and top offenders in shared memory.
 //
 // Locking rules:
+//  - Counters belong to a database: a slot is named by (database, policy), and each database
+//    reads and resets only its own (the offenders table keeps a database per entry too).
 //  - Counters are found by hashing the policy name into a fixed open-addressing table. A slot,
 //    once named, keeps its name until the server stops, so finding one needs no lock: the name
 //    is written first and the slot published after a write barrier. Naming a slot takes the
@@ -41,6 +43,8 @@ constexpr std::size_t kNameBytes = 64;
 
 struct PolicyCounter {
     pg_atomic_uint32 published;  // 0: free; 1: name set, counting
+    Oid database;
+    Micros since;  // the server's start, or this database's last reset_policy_stats
     char name[kNameBytes];
     pg_atomic_uint64 allowed;
     pg_atomic_uint64 denied;
@@ -101,15 +105,18 @@ void start_shared_memory() {
 }
 
 bool names(const PolicyCounter& counter, std::string_view name) {
-    return std::strncmp(counter.name, name.data(), name.size()) == 0 &&
+    return counter.database == MyDatabaseId &&
+           std::strncmp(counter.name, name.data(), name.size()) == 0 &&
            counter.name[name.size()] == '\0';
 }
 
 // The counter of `name`, named on first use; null when every slot is taken.
 PolicyCounter* counter_of(std::string_view name) {
     name = utf8_prefix(name, kNameBytes - 1);
-    const std::uint32_t start = hash_bytes(reinterpret_cast<const unsigned char*>(name.data()),
-                                           static_cast<int>(name.size()));
+    const std::uint32_t start =
+        hash_combine(hash_bytes(reinterpret_cast<const unsigned char*>(name.data()),
+                                static_cast<int>(name.size())),
+                     MyDatabaseId);
     for (int pass = 0; pass < 2; ++pass) {
         LWLock* naming = &shared->locks[0].lock;
         if (pass == 1)
@@ -127,6 +134,8 @@ PolicyCounter* counter_of(std::string_view name) {
             }
             if (pass == 0)
                 break;  // a free slot ends the probe: name it under the lock
+            counter.database = MyDatabaseId;
+            counter.since = shared->started_at;
             std::memcpy(counter.name, name.data(), name.size());
             counter.name[name.size()] = '\0';
             pg_write_barrier();
@@ -139,6 +148,29 @@ PolicyCounter* counter_of(std::string_view name) {
     }
     return nullptr;
 }
+
+}  // namespace
+
+void count_outcome(std::string_view policy, std::string_view subject, PolicyOutcome outcome,
+                   Micros now) {
+    if (shared == nullptr || outcome == PolicyOutcome::kNone)
+        return;
+    PolicyCounter* counter = counter_of(policy);
+    if (counter != nullptr) {
+        pg_atomic_uint64* count = outcome == PolicyOutcome::kAllowed  ? &counter->allowed
+                                  : outcome == PolicyOutcome::kDenied ? &counter->denied
+                                                                      : &counter->shadow_denied;
+        pg_atomic_fetch_add_u64(count, 1);
+    }
+    if (outcome == PolicyOutcome::kDenied && !subject.empty()) {
+        LWLock* lock = &shared->locks[1].lock;
+        call_postgres([&] { LWLockAcquire(lock, LW_EXCLUSIVE); });
+        OffenderTable(shared->offenders).record(policy, subject, now, MyDatabaseId);
+        LWLockRelease(lock);
+    }
+}
+
+namespace {
 
 std::string_view text_view(Datum value) {
     const text* t = reinterpret_cast<const text*>(DatumGetPointer(value));
@@ -187,24 +219,12 @@ Datum record_outcomes_body(FunctionCallInfo fcinfo) {
     for (int i = 0; i < policy_count; ++i) {
         if (policy_nulls[i] || outcome_nulls[i])
             continue;
-        PolicyCounter* counter = counter_of(text_view(policies[i]));
         const std::string_view outcome = text_view(outcomes[i]);
-        pg_atomic_uint64* count = nullptr;
-        if (outcome == "allowed")
-            count = counter ? &counter->allowed : nullptr;
-        else if (outcome == "denied")
-            count = counter ? &counter->denied : nullptr;
-        else
-            count = counter ? &counter->shadow_denied : nullptr;
-        if (count != nullptr)
-            pg_atomic_fetch_add_u64(count, 1);
-        if (outcome == "denied" && !subject_nulls[i]) {
-            LWLock* lock = &shared->locks[1].lock;
-            call_postgres([&] { LWLockAcquire(lock, LW_EXCLUSIVE); });
-            OffenderTable(shared->offenders)
-                .record(text_view(policies[i]), text_view(subjects[i]), now);
-            LWLockRelease(lock);
-        }
+        const PolicyOutcome kind = outcome == "allowed"  ? PolicyOutcome::kAllowed
+                                   : outcome == "denied" ? PolicyOutcome::kDenied
+                                                         : PolicyOutcome::kShadowDenied;
+        count_outcome(text_view(policies[i]),
+                      subject_nulls[i] ? std::string_view() : text_view(subjects[i]), kind, now);
     }
     return BoolGetDatum(true);
 }
@@ -235,12 +255,14 @@ Datum policy_stats_body(FunctionCallInfo fcinfo) {
         if (pg_atomic_read_u32(&counter.published) != 1)
             continue;
         pg_read_barrier();
+        if (counter.database != MyDatabaseId)
+            continue;
         Datum values[5] = {
             text_datum(counter.name),
             Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.allowed))),
             Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.denied))),
             Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.shadow_denied))),
-            TimestampTzGetDatum(to_timestamptz(shared->started_at))};
+            TimestampTzGetDatum(to_timestamptz(counter.since))};
         bool nulls[5] = {false, false, false, false, false};
         call_postgres([&] { tuplestore_putvalues(store, desc, values, nulls); });
     }
@@ -265,7 +287,7 @@ Datum top_offenders_body(FunctionCallInfo fcinfo) {
     call_postgres([&] { LWLockAcquire(lock, LW_SHARED); });
     std::memcpy(static_cast<void*>(copy.data()), shared->offenders, OffenderTable::kBytes);
     LWLockRelease(lock);
-    const std::vector<Offender> offenders = OffenderTable(copy.data()).snapshot();
+    const std::vector<Offender> offenders = OffenderTable(copy.data()).snapshot(MyDatabaseId);
     for (std::size_t i = 0; i < offenders.size() && i < static_cast<std::size_t>(limit); ++i) {
         const Offender& offender = offenders[i];
         Datum values[6] = {text_datum(offender.policy),
@@ -280,24 +302,38 @@ Datum top_offenders_body(FunctionCallInfo fcinfo) {
     return static_cast<Datum>(0);
 }
 
-// ratelimit.reset_policy_stats(): zeroes the counters and empties the offenders table.
+// ratelimit.reset_policy_stats(): zeroes this database's counters and offenders.
 Datum reset_policy_stats_body(FunctionCallInfo) {
     if (shared == nullptr)
         not_available();
+    const Micros now = clock_now();
     for (PolicyCounter& counter : shared->counters) {
+        if (pg_atomic_read_u32(&counter.published) != 1)
+            continue;
+        pg_read_barrier();
+        if (counter.database != MyDatabaseId)
+            continue;
+        counter.since = now;
         pg_atomic_write_u64(&counter.allowed, 0);
         pg_atomic_write_u64(&counter.denied, 0);
         pg_atomic_write_u64(&counter.shadow_denied, 0);
     }
     LWLock* lock = &shared->locks[1].lock;
     call_postgres([&] { LWLockAcquire(lock, LW_EXCLUSIVE); });
-    OffenderTable(shared->offenders).clear();
+    OffenderTable(shared->offenders).clear(MyDatabaseId);
     LWLockRelease(lock);
-    shared->started_at = clock_now();
     return static_cast<Datum>(0);
 }
 
 }  // namespace
+
+int denial_log_size() {
+    return denial_log_size_setting;
+}
+
+double denial_log_sample_rate() {
+    return denial_log_sample_rate_setting;
+}
 
 void define_policy_settings() {
     DefineCustomIntVariable(

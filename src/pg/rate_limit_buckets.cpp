@@ -17,6 +17,7 @@
 #include "pg/result_row.hpp"
 #include "pg/spi_statement.hpp"
 #include "ratelimit/error.hpp"
+#include "ratelimit/policy.hpp"
 #include "ratelimit/second_buckets.hpp"
 #include "ratelimit/validation.hpp"
 
@@ -69,101 +70,152 @@ std::uint32_t lock_hash(Datum key) {
                       static_cast<int>(VARSIZE_ANY_EXHDR(t)));
 }
 
-// Decides a call of `cost` on every key, all or nothing: the call is recorded in every key's
-// bucket only if every key allows it.
+// The per-second buckets as one of the core's TierEngines (ratelimit/policy.hpp): every key of
+// the group is locked (in hash order), read and decided, and the call is recorded in each only
+// if every one allows. The buckets' own decisions (counts, whole-second waits) are kept in
+// `decisions`, by tier index.
+class BucketTierEngine final : public TierEngine {
+  public:
+    BucketTierEngine(FunctionCallInfo fcinfo, const std::vector<KeyLimit>& keys,
+                     std::vector<BucketDecision>* decisions)
+        : fcinfo_(fcinfo), keys_(keys), decisions_(decisions) {}
+
+    bool transactional() const override { return false; }
+    void undo() override {}
+    void keep() override {}
+    void abandon() noexcept override {}
+
+    void decide(TierCall* const* tiers, std::size_t count, Micros now, std::int64_t cost,
+                bool charge) override {
+        std::vector<std::size_t> lock_order(count);
+        std::vector<std::uint32_t> hashes(count);
+        for (std::size_t i = 0; i < count; ++i)
+            hashes[i] = lock_hash(keys_[tiers[i]->index].key);
+        std::iota(lock_order.begin(), lock_order.end(), 0);
+        std::sort(lock_order.begin(), lock_order.end(),
+                  [&](std::size_t a, std::size_t b) { return hashes[a] < hashes[b]; });
+
+        CountedRows* rows = nullptr;
+        call_postgres([&] {
+            if (IsolationUsesXactSnapshot()) {
+                ereport(ERROR,
+                        (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                         errmsg("sliding-window rate limits need READ COMMITTED isolation"),
+                         errdetail("Under REPEATABLE READ or SERIALIZABLE a concurrent call's "
+                                   "buckets may be invisible, which would allow more than the "
+                                   "limit."),
+                         errhint("Call it in a READ COMMITTED transaction (PostgREST's "
+                                 "default).")));
+            }
+            if (SPI_connect() != SPI_OK_CONNECT) {
+                elog(ERROR, "ratelimit: SPI_connect failed");
+            }
+            for (std::size_t i : lock_order) {
+                DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(kBucketLockClass),
+                                    Int32GetDatum(static_cast<std::int32_t>(hashes[i])));
+            }
+            rows = static_cast<CountedRows*>(palloc0(sizeof(CountedRows) * count));
+            for (std::size_t i = 0; i < count; ++i) {
+                const KeyLimit& key = keys_[tiers[i]->index];
+                Datum values[] = {key.key,
+                                  TimestampTzGetDatum(to_timestamptz(key.rule.counts_after(now)))};
+                int rc = SPI_execute_plan(counted_statement.plan_for(fcinfo_), values, nullptr,
+                                          false, 0);
+                if (rc != SPI_OK_SELECT) {
+                    elog(ERROR, "ratelimit: reading buckets failed: %s",
+                         SPI_result_code_string(rc));
+                }
+                CountedRows& out = rows[i];
+                out.n = SPI_processed;
+                out.starts = static_cast<Micros*>(palloc(sizeof(Micros) * (out.n + 1)));
+                out.counts = static_cast<std::int64_t*>(palloc(sizeof(std::int64_t) * (out.n + 1)));
+                for (std::uint64_t r = 0; r < out.n; ++r) {
+                    bool isnull = false;
+                    HeapTuple tuple = SPI_tuptable->vals[r];
+                    out.starts[r] = from_timestamptz(DatumGetTimestampTz(
+                        SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull)));
+                    out.counts[r] =
+                        DatumGetInt32(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
+                }
+                SPI_freetuptable(SPI_tuptable);
+            }
+        });
+
+        bool every_allows = true;
+        for (std::size_t i = 0; i < count; ++i) {
+            TierCall& tier = *tiers[i];
+            std::vector<Bucket> counted(rows[i].n);
+            for (std::uint64_t r = 0; r < rows[i].n; ++r)
+                counted[r] = Bucket{rows[i].starts[r], rows[i].counts[r]};
+            const BucketDecision d = keys_[tier.index].rule.decide(counted, cost, now);
+            (*decisions_)[tier.index] = d;
+            tier.before.allowed = d.allowed;
+            tier.before.limit = tier.limit.limit;
+            tier.before.remaining = std::max<std::int64_t>(0, tier.limit.limit - d.current);
+            tier.before.retry_after = d.retry_after_s * kMicrosPerSecond;
+            tier.result = tier.before;
+            if (tier.enforced && !d.allowed)
+                every_allows = false;
+        }
+
+        const bool record = charge && every_allows;
+        call_postgres([&] {
+            if (record) {
+                Datum bucket = TimestampTzGetDatum(to_timestamptz(SecondBuckets::bucket_of(now)));
+                for (std::size_t i = 0; i < count; ++i) {
+                    const KeyLimit& key = keys_[tiers[i]->index];
+                    Datum values[] = {key.key, bucket,
+                                      Int32GetDatum(static_cast<std::int32_t>(cost)),
+                                      Int32GetDatum(key.window_seconds)};
+                    int rc = SPI_execute_plan(record_statement.plan_for(fcinfo_), values, nullptr,
+                                              false, 0);
+                    if (rc != SPI_OK_INSERT) {
+                        elog(ERROR, "ratelimit: recording a bucket failed: %s",
+                             SPI_result_code_string(rc));
+                    }
+                }
+            }
+            SPI_finish();
+        });
+        for (std::size_t i = 0; i < count; ++i)
+            tiers[i]->charged = record;
+    }
+
+  private:
+    FunctionCallInfo fcinfo_;
+    const std::vector<KeyLimit>& keys_;
+    std::vector<BucketDecision>* decisions_;
+};
+
+// Decides a call of `cost` on every key, all or nothing (the core's decide_all_or_nothing): the
+// call is recorded in every key's bucket only if every key allows it.
 KeysDecision decide_keys(FunctionCallInfo fcinfo, const std::vector<KeyLimit>& keys,
                          std::int64_t cost) {
-    std::vector<std::size_t> lock_order(keys.size());
-    std::vector<std::uint32_t> hashes(keys.size());
+    const Micros now = clock_now();
+    std::vector<TierCall> tiers(keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i) {
-        hashes[i] = lock_hash(keys[i].key);
+        tiers[i].index = i;
+        // The buckets live in a table; the core only needs to know which TierEngine serves them.
+        tiers[i].engine = Engine::kTable;
+        tiers[i].limit.limit = keys[i].rule.limit();
     }
-    std::iota(lock_order.begin(), lock_order.end(), 0);
-    std::sort(lock_order.begin(), lock_order.end(),
-              [&](std::size_t a, std::size_t b) { return hashes[a] < hashes[b]; });
-
-    Micros now = clock_now();
-    CountedRows* rows = nullptr;
-    call_postgres([&] {
-        if (IsolationUsesXactSnapshot()) {
-            ereport(ERROR,
-                    (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                     errmsg("sliding-window rate limits need READ COMMITTED isolation"),
-                     errdetail("Under REPEATABLE READ or SERIALIZABLE a concurrent call's "
-                               "buckets may be invisible, which would allow more than the "
-                               "limit."),
-                     errhint("Call it in a READ COMMITTED transaction (PostgREST's default).")));
-        }
-        if (SPI_connect() != SPI_OK_CONNECT) {
-            elog(ERROR, "ratelimit: SPI_connect failed");
-        }
-        for (std::size_t i : lock_order) {
-            DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(kBucketLockClass),
-                                Int32GetDatum(static_cast<std::int32_t>(hashes[i])));
-        }
-        rows = static_cast<CountedRows*>(palloc0(sizeof(CountedRows) * keys.size()));
-        for (std::size_t i = 0; i < keys.size(); ++i) {
-            Datum values[] = {keys[i].key,
-                              TimestampTzGetDatum(to_timestamptz(keys[i].rule.counts_after(now)))};
-            int rc =
-                SPI_execute_plan(counted_statement.plan_for(fcinfo), values, nullptr, false, 0);
-            if (rc != SPI_OK_SELECT) {
-                elog(ERROR, "ratelimit: reading buckets failed: %s", SPI_result_code_string(rc));
-            }
-            CountedRows& out = rows[i];
-            out.n = SPI_processed;
-            out.starts = static_cast<Micros*>(palloc(sizeof(Micros) * (out.n + 1)));
-            out.counts = static_cast<std::int64_t*>(palloc(sizeof(std::int64_t) * (out.n + 1)));
-            for (std::uint64_t r = 0; r < out.n; ++r) {
-                bool isnull = false;
-                HeapTuple tuple = SPI_tuptable->vals[r];
-                out.starts[r] = from_timestamptz(
-                    DatumGetTimestampTz(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 1, &isnull)));
-                out.counts[r] =
-                    DatumGetInt32(SPI_getbinval(tuple, SPI_tuptable->tupdesc, 2, &isnull));
-            }
-            SPI_freetuptable(SPI_tuptable);
-        }
-    });
-
     KeysDecision decision;
+    decision.per_key.resize(keys.size());
+    BucketTierEngine buckets(fcinfo, keys, &decision.per_key);
+    TierEngine* const engines[3] = {&buckets, nullptr, nullptr};
+    const bool allowed = decide_all_or_nothing(tiers, engines, now, cost);
     for (std::size_t i = 0; i < keys.size(); ++i) {
-        std::vector<Bucket> counted(rows[i].n);
-        for (std::uint64_t r = 0; r < rows[i].n; ++r) {
-            counted[r] = Bucket{rows[i].starts[r], rows[i].counts[r]};
-        }
-        BucketDecision d = keys[i].rule.decide(counted, cost, now);
+        BucketDecision& d = decision.per_key[i];
         if (!d.allowed) {
             if (decision.denied < 0)
                 decision.denied = static_cast<int>(i);
             decision.retry_after_s = std::max(decision.retry_after_s, d.retry_after_s);
-        }
-        decision.per_key.push_back(d);
-    }
-    if (decision.denied >= 0) {
-        // Nothing is charged: keys that would have allowed report their count without this call.
-        for (BucketDecision& d : decision.per_key) {
-            if (d.allowed)
-                d.current -= cost;
+        } else if (!allowed) {
+            // Nothing was charged: a key that would have allowed reports its count without
+            // this call.
+            d.current -= cost;
         }
     }
-
-    call_postgres([&] {
-        if (decision.denied < 0) {
-            Datum bucket = TimestampTzGetDatum(to_timestamptz(SecondBuckets::bucket_of(now)));
-            for (const KeyLimit& k : keys) {
-                Datum values[] = {k.key, bucket, Int32GetDatum(static_cast<std::int32_t>(cost)),
-                                  Int32GetDatum(k.window_seconds)};
-                int rc =
-                    SPI_execute_plan(record_statement.plan_for(fcinfo), values, nullptr, false, 0);
-                if (rc != SPI_OK_INSERT) {
-                    elog(ERROR, "ratelimit: recording a bucket failed: %s",
-                         SPI_result_code_string(rc));
-                }
-            }
-        }
-        SPI_finish();
-    });
     return decision;
 }
 

@@ -21,6 +21,12 @@
 //    equals the model's, expired keys are freed only when they decide like fresh ones, a key is
 //    lost only by a counted eviction, the counters add up, every slot is plausible() and a
 //    store restored from the saved slots decides like the model.
+//  - a bucket limit edited between calls applies to the next call (every check above holds for
+//    it, idle_from included), and after relaxing no call waits longer than the new limit can.
+//  - Multiplier::parse takes exactly positive decimals and apply_floor is exact; a policy call
+//    (plan_policies and its answers) answers as a transliteration of the plpgsql it replaces;
+//    decide_all_or_nothing over fake engines acts as one atomic step (a denied call or a failing
+//    engine charges nothing, an allowed call charges every tier that allows).
 //
 // Limits, bursts and costs are the 32-bit integers SQL passes. The core's types are 64-bit, but
 // it is not built for values past 2^62 (sliding_window_counter adds current + cost in 64 bits),
@@ -34,6 +40,7 @@
 #include <exception>
 #include <iterator>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +49,7 @@
 #include "ratelimit/engine.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/memory_store.hpp"
+#include "ratelimit/policy.hpp"
 #include "ratelimit/validation.hpp"
 
 namespace {
@@ -616,11 +624,559 @@ void check_arguments(FuzzedDataProvider& in) {
     }
 }
 
+// ---- multipliers, policies and all-or-nothing decisions
+// ------------------------------------------
+
+// Multiplier::parse takes exactly what numeric output prints for a positive value, and
+// apply_floor is exact: checked against 128-bit rationals when the digits fit.
+void check_multiplier(FuzzedDataProvider& in) {
+    std::string text = in.ConsumeRandomLengthString(40);
+    if (in.ConsumeBool()) {
+        // Mostly well formed: digits, a point, digits.
+        text.clear();
+        const int whole = in.ConsumeIntegralInRange<int>(0, 6);
+        const int fraction = in.ConsumeIntegralInRange<int>(-1, 24);
+        for (int i = 0; i < whole; ++i)
+            text.push_back(static_cast<char>('0' + in.ConsumeIntegralInRange<int>(0, 9)));
+        if (fraction >= 0)
+            text.push_back('.');
+        for (int i = 0; i < fraction; ++i)
+            text.push_back(static_cast<char>('0' + in.ConsumeIntegralInRange<int>(0, 9)));
+    }
+    const std::size_t point = text.find('.');
+    const std::string whole = text.substr(0, point);
+    const std::string fraction = point == std::string::npos ? "" : text.substr(point + 1);
+    auto digits = [](const std::string& s) {
+        return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    const bool zero = whole.find_first_not_of('0') == std::string::npos &&
+                      fraction.find_first_not_of('0') == std::string::npos;
+    const bool valid = !whole.empty() && digits(whole) && digits(fraction) &&
+                       (point == std::string::npos || !fraction.empty()) && !zero;
+    try {
+        const Multiplier m = Multiplier::parse("p_multiplier", text);
+        REQUIRE(valid);
+        // Leading and trailing zeros change nothing.
+        const std::string padded = "00" + text + (point == std::string::npos ? "." : "") + "0";
+        REQUIRE(m == Multiplier::parse("p_multiplier", padded));
+        const std::int64_t value = in.ConsumeIntegralInRange<std::int64_t>(0, INT32_MAX);
+        const std::int64_t got = m.apply_floor(value);
+        const std::string w = whole.substr(std::min(whole.find_first_not_of('0'), whole.size()));
+        if (w.size() + fraction.size() <= 25) {
+            Wide numerator = 0;
+            Wide scale = 1;
+            for (char c : w + fraction)
+                numerator = numerator * 10 + (c - '0');
+            for (std::size_t i = 0; i < fraction.size(); ++i)
+                scale *= 10;
+            const Wide exact = Wide(value) * numerator / scale;
+            REQUIRE(got == (exact > INT64_MAX ? INT64_MAX : static_cast<std::int64_t>(exact)));
+        }
+        const std::int64_t limit = multiplied_limit(value, m);
+        REQUIRE(limit >= 1 && limit <= INT32_MAX);
+        REQUIRE(limit == std::clamp<std::int64_t>(got, 1, INT32_MAX));
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.kind() == ErrorKind::kInvalidArgument && error.argument() == "p_multiplier");
+        REQUIRE(!valid);
+    }
+}
+
+// A short multiplier, with its value as an exact fraction for the model.
+struct ModelMultiplier {
+    const char* text;
+    std::int64_t numerator;
+    std::int64_t denominator;
+};
+constexpr ModelMultiplier kModelMultipliers[] = {
+    {"1", 1, 1},        {"2", 2, 1},       {"0.5", 1, 2},        {"1.5", 3, 2},
+    {"0.001", 1, 1000}, {"1000", 1000, 1}, {"0.333", 333, 1000}, {"2.75", 11, 4},
+};
+
+std::int64_t model_multiplied(std::int64_t value, const ModelMultiplier& m) {
+    const Wide exact = Wide(value) * m.numerator / m.denominator;
+    return static_cast<std::int64_t>(std::min<Wide>(std::max<Wide>(exact, 1), INT32_MAX));
+}
+
+bool same_answer(const PolicyAnswer& a, const PolicyAnswer& b) {
+    return a.allowed == b.allowed && a.policy == b.policy && a.limit == b.limit &&
+           a.remaining == b.remaining && a.retry_after == b.retry_after &&
+           a.reset_after == b.reset_after && a.period == b.period && a.cost == b.cost &&
+           a.reason == b.reason && a.shadow_denied == b.shadow_denied && a.outcomes == b.outcomes &&
+           a.blocks == b.blocks && a.logged == b.logged;
+}
+
+// One policy call, decided by the core and by a transliteration of the plpgsql decide_policies
+// it replaces; the keys' decisions are made directly (every enforced one allows, or none is
+// charged). Both must refuse the same calls and give the same answers.
+void check_policy_call(FuzzedDataProvider& in, const std::vector<Limit>& limits) {
+    const std::size_t n = in.ConsumeIntegralInRange<std::size_t>(1, 4);
+    std::vector<PolicyRule> rules(n);
+    std::vector<std::optional<KeyOverrideRule>> overrides(n);
+    std::vector<const ModelMultiplier*> override_multipliers(n, &kModelMultipliers[0]);
+    std::vector<KeyState> states(n);
+    std::vector<PolicyRequest> requests(n);
+    const Micros now = in.ConsumeIntegralInRange<Micros>(kMaxWindow, kMaxInstant - kMaxWindow);
+    std::optional<TierRule> tier;
+    const ModelMultiplier* tier_multiplier = &kModelMultipliers[0];
+    if (in.ConsumeBool()) {
+        tier_multiplier = &kModelMultipliers[in.ConsumeIntegralInRange<std::size_t>(
+            0, std::size(kModelMultipliers) - 1)];
+        tier = TierRule{"t", Multiplier::parse("m", tier_multiplier->text),
+                        in.ConsumeIntegralInRange<int>(0, 7) == 0};
+    }
+    const std::int64_t cost = in.ConsumeIntegralInRange<int>(0, 3) == 0
+                                  ? in.ConsumeIntegralInRange<std::int64_t>(0, INT32_MAX)
+                                  : in.ConsumeIntegralInRange<std::int64_t>(0, 2);
+    for (std::size_t i = 0; i < n; ++i) {
+        const Limit& own = limits[i % limits.size()];
+        PolicyRule& rule = rules[i];
+        rule.name = "p" + std::to_string(i);
+        rule.algorithm = own.algorithm;
+        rule.limit = own.limit;
+        rule.period = own.period;
+        if (is_bucket(own.algorithm) && (own.burst != own.limit || in.ConsumeBool()))
+            rule.burst = own.burst;
+        rule.count_denied = in.ConsumeBool();
+        rule.shadow = in.ConsumeIntegralInRange<int>(0, 3) == 0;
+        rule.log_denials = in.ConsumeBool();
+        if (in.ConsumeIntegralInRange<int>(0, 2) == 0) {
+            KeyOverrideRule o;
+            switch (in.ConsumeIntegralInRange<int>(0, 3)) {
+                case 0:
+                    o.limit = in.ConsumeIntegralInRange<std::int64_t>(1, INT32_MAX);
+                    break;
+                case 1:
+                    override_multipliers[i] =
+                        &kModelMultipliers[in.ConsumeIntegralInRange<std::size_t>(
+                            0, std::size(kModelMultipliers) - 1)];
+                    o.multiplier = Multiplier::parse("m", override_multipliers[i]->text);
+                    break;
+                case 2:
+                    o.bypass = true;
+                    break;
+                default:
+                    break;
+            }
+            if (in.ConsumeBool())
+                o.expires_at = now + in.ConsumeIntegralInRange<Micros>(-1, 1);
+            overrides[i] = o;
+        }
+        ListVerdict& lists = requests[i].lists;
+        lists.deny = in.ConsumeIntegralInRange<int>(0, 5) == 0;
+        if (lists.deny && in.ConsumeBool())
+            lists.deny_until = now + in.ConsumeIntegralInRange<Micros>(1, kMaxWindow);
+        lists.allow = in.ConsumeIntegralInRange<int>(0, 5) == 0;
+        const int calls = in.ConsumeIntegralInRange<int>(0, 4);
+        for (int c = 0; c < calls; ++c)
+            decide(own, states[i], now - in.ConsumeIntegralInRange<Micros>(0, own.period), 1,
+                   Action::kConsume);
+        requests[i].rule = &rules[i];
+        requests[i].key = "key";
+        requests[i].key_override = overrides[i] ? &*overrides[i] : nullptr;
+    }
+
+    // Each checked policy's decision, made directly.
+    auto decisions_for = [&](const std::vector<std::pair<std::size_t, Limit>>& checked,
+                             const std::vector<bool>& enforced, bool* allowed) {
+        std::vector<Decision> reported;
+        *allowed = true;
+        for (std::size_t j = 0; j < checked.size(); ++j) {
+            KeyState copy = states[checked[j].first];
+            reported.push_back(decide(checked[j].second, copy, now, cost, Action::kPeek));
+            *allowed = *allowed && (!enforced[j] || reported.back().allowed);
+        }
+        for (std::size_t j = 0; j < checked.size(); ++j) {
+            if (*allowed && reported[j].allowed) {
+                KeyState copy = states[checked[j].first];
+                reported[j] = decide(checked[j].second, copy, now, cost, Action::kConsume);
+            }
+        }
+        return reported;
+    };
+
+    // The model.
+    std::optional<PolicyAnswer> want;  // empty: refused
+    {
+        PolicyAnswer answer;
+        answer.cost = cost;
+        answer.outcomes.assign(n, PolicyOutcome::kNone);
+        bool allow_listed = false;
+        bool invalid_checked = false;
+        std::vector<std::pair<std::size_t, Limit>> checked;
+        std::vector<bool> enforced;
+        bool done = false;
+        for (std::size_t i = 0; i < n && !done; ++i) {
+            const PolicyRule& pol = rules[i];
+            if (requests[i].lists.deny) {
+                answer.policy = i;
+                answer.limit = pol.limit;
+                answer.remaining = 0;
+                answer.period = pol.period;
+                if (requests[i].lists.deny_until)
+                    answer.retry_after = *requests[i].lists.deny_until - now;
+                answer.reset_after = answer.retry_after;
+                answer.reason = PolicyReason::kDenyList;
+                answer.outcomes[i] = PolicyOutcome::kDenied;
+                want = answer;
+                done = true;
+                break;
+            }
+            const std::optional<KeyOverrideRule>& o = overrides[i];
+            const bool has_override = o && (!o->expires_at || *o->expires_at > now);
+            if (requests[i].lists.allow || (has_override ? o->bypass : (tier && tier->bypass))) {
+                allow_listed = allow_listed || requests[i].lists.allow;
+                answer.outcomes[i] = PolicyOutcome::kAllowed;
+                continue;
+            }
+            const ModelMultiplier& m =
+                has_override ? (o->multiplier ? *override_multipliers[i] : kModelMultipliers[0])
+                             : *tier_multiplier;
+            const std::int64_t limit =
+                model_multiplied(has_override && o->limit ? *o->limit : pol.limit, m);
+            const std::optional<std::int64_t> burst =
+                pol.burst ? std::optional<std::int64_t>(model_multiplied(*pol.burst, m))
+                          : std::nullopt;
+            const Limit effective{pol.algorithm, limit, pol.period, burst.value_or(limit)};
+            const bool invalid = Wide(effective.burst) * pol.period > Wide(limit) * kMaxWindow;
+            if (cost > (is_bucket(pol.algorithm) ? effective.burst : limit)) {
+                done = true;
+                if (invalid)
+                    break;  // the peek refuses it
+                KeyState copy = states[i];
+                const Decision d = decide(effective, copy, now, 1, Action::kPeek);
+                PolicyAnswer refused_cost;
+                refused_cost.cost = cost;
+                refused_cost.policy = i;
+                refused_cost.limit = d.limit;
+                refused_cost.remaining = d.remaining;
+                refused_cost.period = pol.period;
+                refused_cost.reset_after = d.reset_after;
+                refused_cost.reason = PolicyReason::kCostExceedsLimit;
+                refused_cost.outcomes.assign(n, PolicyOutcome::kNone);
+                refused_cost.outcomes[i] = PolicyOutcome::kDenied;
+                want = refused_cost;
+                break;
+            }
+            invalid_checked = invalid_checked || invalid;
+            checked.emplace_back(i, effective);
+            enforced.push_back(!pol.shadow);
+        }
+        if (!done && checked.empty()) {
+            answer.allowed = true;
+            answer.reason = allow_listed ? PolicyReason::kAllowList : PolicyReason::kBypass;
+            answer.retry_after = 0;
+            answer.reset_after = 0;
+            want = answer;
+        } else if (!done && !invalid_checked) {
+            bool allowed = false;
+            std::vector<Decision> d = decisions_for(checked, enforced, &allowed);
+            answer.allowed = allowed;
+            std::size_t binding = 0;  // counted from 1, 0 is NULL
+            for (std::size_t j = 1; j <= checked.size(); ++j) {
+                const std::size_t i = checked[j - 1].first;
+                if (!d[j - 1].allowed && !enforced[j - 1]) {
+                    answer.outcomes[i] = PolicyOutcome::kShadowDenied;
+                    answer.shadow_denied.push_back(i);
+                } else if (!d[j - 1].allowed) {
+                    answer.outcomes[i] = PolicyOutcome::kDenied;
+                    if (binding == 0 || d[binding - 1].allowed)
+                        binding = j;
+                    if (rules[i].count_denied) {
+                        answer.blocks.push_back(i);
+                        d[j - 1].retry_after = std::max(d[j - 1].retry_after, rules[i].period);
+                        d[j - 1].reset_after = std::max(d[j - 1].reset_after, d[j - 1].retry_after);
+                    }
+                    answer.retry_after = std::max(answer.retry_after.value_or(d[j - 1].retry_after),
+                                                  d[j - 1].retry_after);
+                } else {
+                    answer.outcomes[i] = allowed ? PolicyOutcome::kAllowed : PolicyOutcome::kNone;
+                    if (allowed && enforced[j - 1] &&
+                        (binding == 0 || d[j - 1].remaining < d[binding - 1].remaining))
+                        binding = j;
+                }
+                if (!d[j - 1].allowed && rules[i].log_denials)
+                    answer.logged.emplace_back(i, d[j - 1].retry_after);
+            }
+            binding = binding == 0 ? 1 : binding;
+            answer.policy = checked[binding - 1].first;
+            answer.limit = d[binding - 1].limit;
+            answer.remaining = d[binding - 1].remaining;
+            answer.reset_after = d[binding - 1].reset_after;
+            answer.period = checked[binding - 1].second.period;
+            answer.retry_after = allowed ? std::optional<Micros>(0) : answer.retry_after;
+            answer.reason = allowed ? PolicyReason::kWithinLimits : PolicyReason::kLimited;
+            want = answer;
+        }
+    }
+
+    // The core.
+    std::optional<PolicyAnswer> got;
+    try {
+        const PolicyPlan plan = plan_policies(requests, tier ? &*tier : nullptr, cost, now);
+        switch (plan.kind) {
+            case PolicyPlan::Kind::kSkipped:
+                got = answer_skipped(requests, plan, cost);
+                break;
+            case PolicyPlan::Kind::kDenyList:
+                got = answer_deny_list(requests, plan, cost, now);
+                break;
+            case PolicyPlan::Kind::kCostExceedsLimit: {
+                KeyState copy = states[plan.stop];
+                const Decision peek = decide(plan.stop_limit, copy, now, 1, Action::kPeek);
+                got = answer_cost_exceeds(requests, plan, peek, cost);
+                break;
+            }
+            case PolicyPlan::Kind::kDecide: {
+                std::vector<std::pair<std::size_t, Limit>> checked;
+                std::vector<bool> enforced;
+                for (const PolicyPlan::Checked& c : plan.checked) {
+                    REQUIRE(c.limit.limit >= 1 && c.limit.limit <= INT32_MAX);
+                    REQUIRE(c.limit.burst >= 1 && c.limit.burst <= INT32_MAX);
+                    require_valid_cost(c.limit, cost);  // never refused: checked in the plan
+                    checked.emplace_back(c.request, c.limit);
+                    enforced.push_back(c.enforced);
+                }
+                bool allowed = false;
+                const std::vector<Decision> d = decisions_for(checked, enforced, &allowed);
+                got = answer_decided(requests, plan, d, allowed, cost);
+                break;
+            }
+        }
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.kind() == ErrorKind::kInvalidArgument && error.argument() == "p_burst");
+    }
+    REQUIRE(got.has_value() == want.has_value());
+    if (got)
+        REQUIRE(same_answer(*got, *want));
+}
+
+// A fake engine over plain KeyStates, undone by snapshot, that can be told to fail.
+class FakeEngine final : public TierEngine {
+  public:
+    FakeEngine(bool transactional, const std::vector<int>& keys)
+        : transactional_(transactional), keys_(keys) {}
+
+    bool transactional() const override { return transactional_; }
+    void decide(TierCall* const* tiers, std::size_t count, Micros now, std::int64_t cost,
+                bool charge) override {
+        ++decides_;
+        if (!open_)
+            snapshot_ = states_;
+        open_ = transactional_;
+        bool group_allows = true;
+        for (std::size_t i = 0; i < count; ++i) {
+            if (fail_in_ > 0 && --fail_in_ == 0)
+                throw std::runtime_error("fake engine failure");
+            TierCall& tier = *tiers[i];
+            KeyState copy = state(tier);
+            tier.before = ratelimit::decide(tier.limit, copy, now, cost, Action::kPeek);
+            tier.charged = false;
+            group_allows = group_allows && (!tier.enforced || tier.before.allowed);
+            if (transactional_ && charge && tier.before.allowed)
+                charge_tier(tier, now, cost);
+        }
+        if (!transactional_ && charge && group_allows) {
+            for (std::size_t i = 0; i < count; ++i) {
+                if (tiers[i]->before.allowed)
+                    charge_tier(*tiers[i], now, cost);
+            }
+        }
+    }
+    void undo() override { finish(false); }
+    void keep() override { finish(true); }
+    void abandon() noexcept override {
+        ++abandons_;
+        states_ = snapshot_;
+        open_ = false;
+    }
+    void start() { decides_ = finishes_ = abandons_ = 0; }
+
+    std::vector<std::pair<std::pair<int, int>, KeyState>> states_;  // ((engine, key), state)
+    int fail_in_ = 0;
+    int decides_ = 0;
+    int finishes_ = 0;
+    int abandons_ = 0;
+
+    KeyState* find(int engine, int key) {
+        for (auto& [id, s] : states_) {
+            if (id == std::make_pair(engine, key))
+                return &s;
+        }
+        return nullptr;
+    }
+
+  private:
+    void finish(bool keep) {
+        REQUIRE(transactional_ && open_);
+        ++finishes_;
+        if (!keep)
+            states_ = snapshot_;
+        open_ = false;
+    }
+    KeyState state(const TierCall& tier) {
+        KeyState* s = find(static_cast<int>(tier.engine), keys_[tier.index]);
+        return s != nullptr ? *s : KeyState{};
+    }
+    void charge_tier(TierCall& tier, Micros now, std::int64_t cost) {
+        KeyState* s = find(static_cast<int>(tier.engine), keys_[tier.index]);
+        if (s == nullptr) {
+            states_.push_back({{static_cast<int>(tier.engine), keys_[tier.index]}, KeyState{}});
+            s = &states_.back().second;
+        }
+        tier.result = ratelimit::decide(tier.limit, *s, now, cost, Action::kConsume);
+        tier.charged = true;
+    }
+
+    bool transactional_;
+    const std::vector<int>& keys_;
+    std::vector<std::pair<std::pair<int, int>, KeyState>> snapshot_;
+    bool open_ = false;
+};
+
+// Several calls of decide_all_or_nothing over fake engines (the table engines sharing one
+// object or not), against a model in which a call is one atomic step: a denied call changes
+// nothing, an allowed one charges every tier that allows, and a failing engine leaves no charge.
+void check_all_or_nothing(FuzzedDataProvider& in, const std::vector<Limit>& limits) {
+    std::vector<int> keys;
+    FakeEngine table(true, keys);
+    FakeEngine unlogged(true, keys);
+    FakeEngine memory(false, keys);
+    const bool shared = in.ConsumeBool();
+    TierEngine* const engines[3] = {&table, shared ? &table : &unlogged, &memory};
+    FakeEngine* const fakes[3] = {&table, &unlogged, &memory};
+    auto state_of = [&](int engine, int key) {
+        FakeEngine& holder = engine == 1 && shared ? table : *fakes[engine];
+        const KeyState* s = holder.find(engine, key);
+        return s != nullptr ? *s : KeyState{};
+    };
+    Micros now = in.ConsumeIntegralInRange<Micros>(0, kMaxInstant);
+    const int calls = in.ConsumeIntegralInRange<int>(1, 8);
+    for (int call = 0; call < calls && in.remaining_bytes() > 0; ++call) {
+        now = clamp_instant(Wide(now) + in.ConsumeIntegralInRange<Micros>(-1000, kMicrosPerDay));
+        const std::size_t count = in.ConsumeIntegralInRange<std::size_t>(1, 5);
+        std::vector<TierCall> tiers(count);
+        keys.assign(count, 0);
+        std::int64_t most = INT64_MAX;
+        for (std::size_t i = 0; i < count; ++i) {
+            TierCall& tier = tiers[i];
+            tier.index = i;
+            tier.engine = static_cast<Engine>(in.ConsumeIntegralInRange<int>(0, 2));
+            tier.enforced = in.ConsumeIntegralInRange<int>(0, 4) != 0;
+            tier.limit = limits[in.ConsumeIntegralInRange<std::size_t>(0, limits.size() - 1)];
+            most = std::min(most, allowance(tier.limit));
+            int key = in.ConsumeIntegralInRange<int>(0, 5);
+            for (std::size_t j = 0; j < i; ++j) {
+                if (tiers[j].engine == tier.engine && keys[j] == key) {
+                    key = 6 + static_cast<int>(i);  // each key once per engine
+                    break;
+                }
+            }
+            keys[i] = key;
+        }
+        const std::int64_t cost =
+            in.ConsumeIntegralInRange<std::int64_t>(0, std::min<std::int64_t>(most, 3));
+        std::vector<Decision> before(count);
+        bool allowed = true;
+        for (std::size_t i = 0; i < count; ++i) {
+            KeyState copy = state_of(static_cast<int>(tiers[i].engine), keys[i]);
+            before[i] = decide(tiers[i].limit, copy, now, cost, Action::kPeek);
+            allowed = allowed && (!tiers[i].enforced || before[i].allowed);
+        }
+        const int failing = in.ConsumeIntegralInRange<int>(0, 9);
+        if (failing < 3)
+            fakes[failing]->fail_in_ = in.ConsumeIntegralInRange<int>(1, 3);
+        std::vector<KeyState> was(count);
+        for (std::size_t i = 0; i < count; ++i)
+            was[i] = state_of(static_cast<int>(tiers[i].engine), keys[i]);
+        for (FakeEngine* fake : fakes)
+            fake->start();
+        bool got = false;
+        bool threw = false;
+        try {
+            got = decide_all_or_nothing(tiers, engines, now, cost);
+        } catch (const std::runtime_error&) {
+            threw = true;
+        }
+        const bool failed_to_fail = failing < 3 && fakes[failing]->fail_in_ > 0;
+        for (FakeEngine* fake : fakes)
+            fake->fail_in_ = 0;
+        REQUIRE(threw == (failing < 3 && !failed_to_fail));
+        REQUIRE(memory.finishes_ == 0 && memory.abandons_ == 0);
+        if (threw) {
+            // Nothing charged, every transactional engine used abandoned and none finished.
+            for (std::size_t i = 0; i < count; ++i)
+                REQUIRE(state_of(static_cast<int>(tiers[i].engine), keys[i]) == was[i]);
+            for (FakeEngine* fake : {&table, &unlogged})
+                REQUIRE(fake->finishes_ == 0 && fake->abandons_ == (fake->decides_ > 0 ? 1 : 0));
+            continue;
+        }
+        REQUIRE(got == allowed);
+        for (FakeEngine* fake : {&table, &unlogged})
+            REQUIRE(fake->abandons_ == 0 && fake->finishes_ == (fake->decides_ > 0 ? 1 : 0));
+        for (std::size_t i = 0; i < count; ++i) {
+            REQUIRE(same_decision(tiers[i].before, before[i]));
+            REQUIRE(tiers[i].charged == (allowed && before[i].allowed));
+            KeyState expected = was[i];
+            if (allowed && before[i].allowed) {
+                const Decision d = decide(tiers[i].limit, expected, now, cost, Action::kConsume);
+                REQUIRE(same_decision(reported_decision(tiers[i], allowed), d));
+            } else {
+                REQUIRE(same_decision(reported_decision(tiers[i], allowed), before[i]));
+            }
+            const KeyState stored = state_of(static_cast<int>(tiers[i].engine), keys[i]);
+            REQUIRE(stored == expected || (stored.algorithm == Algorithm::kNone &&
+                                           expected.algorithm == Algorithm::kNone));
+        }
+    }
+}
+
+// The current bucket limit edited (its N, P or B): the edit applies to the next call, which
+// play() then checks like any other. After relaxing (no lower N or B, no longer P than the limit
+// that wrote the state), with the clock past every call and no block, no call waits longer than
+// the new limit could ever make it (for gcra, when N or P changed: an unconverted debt may
+// still hold what a larger burst let in before).
+void edit_limit(FuzzedDataProvider& in, std::vector<Limit>& limits, int& current,
+                const KeyState& state, int writer, Micros latest, Micros now) {
+    const Limit old = limits[current];
+    if (!is_bucket(old.algorithm) || limits.size() >= 12)
+        return;
+    const std::int64_t n = in.ConsumeBool() ? in.ConsumeIntegralInRange<std::int64_t>(1, 16)
+                                            : in.ConsumeIntegralInRange<std::int64_t>(1, INT32_MAX);
+    const Micros period = in.ConsumeBool() ? old.period : interesting_period(in);
+    std::optional<std::int64_t> burst;
+    if (in.ConsumeBool())
+        burst = in.ConsumeIntegralInRange<std::int64_t>(1, 64);
+    try {
+        limits.push_back(make_limit(old.algorithm, n, period, burst));
+    } catch (const ArgumentError& error) {
+        REQUIRE(error.argument() == "p_period" || error.argument() == "p_burst");
+        return;
+    }
+    current = static_cast<int>(limits.size()) - 1;
+    const Limit& edited = limits.back();
+    if (writer < 0 || state.algorithm != old.algorithm || now < latest || now < state.blocked_until)
+        return;
+    const Limit& wrote = limits[writer];
+    const bool relaxed =
+        edited.limit >= wrote.limit && edited.period <= wrote.period && edited.burst >= wrote.burst;
+    const bool converted = edited.limit != wrote.limit || edited.period != wrote.period;
+    if (!relaxed || (old.algorithm == Algorithm::kGcra && !converted))
+        return;
+    const std::int64_t cost = in.ConsumeIntegralInRange<std::int64_t>(1, edited.burst);
+    const Wide longest = (Wide(edited.burst) * edited.period + edited.limit - 1) / edited.limit;
+    REQUIRE(peek(edited, state, now, cost).retry_after <= longest);
+    if (Wide(now) + longest <= kMaxInstant)
+        REQUIRE(peek(edited, state, now + static_cast<Micros>(longest), cost).allowed);
+}
+
 void fuzz(FuzzedDataProvider& in) {
     if (in.ConsumeIntegralInRange<int>(0, 3) == 0)
         check_arguments(in);
+    if (in.ConsumeIntegralInRange<int>(0, 3) == 0)
+        check_multiplier(in);
 
     std::vector<Limit> limits;
+    limits.reserve(16);  // edited limits are appended during the run
     const int wanted = in.ConsumeIntegralInRange<int>(1, kMaxLimits);
     for (int i = 0; i < wanted && in.remaining_bytes() > 0; ++i) {
         if (std::optional<Limit> limit = read_limit(in))
@@ -628,6 +1184,16 @@ void fuzz(FuzzedDataProvider& in) {
     }
     if (limits.empty())
         return;
+    switch (in.ConsumeIntegralInRange<int>(0, 5)) {
+        case 0:
+            check_policy_call(in, limits);
+            break;
+        case 1:
+            check_all_or_nothing(in, limits);
+            break;
+        default:
+            break;
+    }
 
     // Keys of the store: crowded into two partitions, optionally into two bucket chains,
     // each always called with one limit the memory engine accepts.
@@ -666,21 +1232,26 @@ void fuzz(FuzzedDataProvider& in) {
     std::uint64_t uses = 0;  // the store's clock of use, for its LRU order
     KeyState state;
     int current = 0;
-    int writer = -1;  // the limit that last wrote `state`: idle_from reads it with that one
+    int writer = -1;     // the limit that last wrote `state`: idle_from reads it with that one
+    Micros latest = -1;  // the latest instant a call was played on `state`
     Micros now = in.ConsumeIntegralInRange<Micros>(0, kMaxInstant);
     Decision last;
     for (int op = 0; op < kMaxOperations && in.remaining_bytes() > 0; ++op) {
         const Limit& limit = limits[current];
-        switch (in.ConsumeIntegralInRange<int>(0, 9)) {
+        switch (in.ConsumeIntegralInRange<int>(0, 10)) {
             case 0:
             case 1:
             case 2: {
                 const Action action = static_cast<Action>(in.ConsumeIntegralInRange<int>(0, 2));
                 if (const std::optional<std::int64_t> cost = read_cost(in, limit)) {
                     last = play(limit, state, now, *cost, action);
+                    latest = std::max(latest, now);
                     if (last.state_changed)
                         writer = current;
-                    if (writer == current || state.algorithm == Algorithm::kNone)
+                    // A bucket state measured under another limit is converted by idle_from
+                    // as by decide.
+                    if (writer == current || state.algorithm == Algorithm::kNone ||
+                        (is_bucket(limit.algorithm) && state.algorithm == limit.algorithm))
                         check_idle(limit, state, next_instant(in, now, last), *cost);
                 }
                 break;
@@ -708,6 +1279,9 @@ void fuzz(FuzzedDataProvider& in) {
                     check_monotone(limit, state, now, next_instant(in, now, last), *cost);
                 break;
             }
+            case 10:
+                edit_limit(in, limits, current, state, writer, latest, now);
+                break;
             default:
                 if (!keys.empty())
                     store_call(in, h.store, h.scratch, keys, limits, now, uses);

@@ -62,7 +62,7 @@ SELECT is(ratelimit.hash_subject('192.168.1.100'),
 SELECT is((SELECT count(*)::int FROM generate_series(1, 12) WHERE (ratelimit.check('activity.create_post', 'hijack-user')).allowed),
           10, 'check keeps the real limit under a hijacked search_path');
 RESET ROLE;
-SELECT is((SELECT count(*) FROM ratelimit.key_state WHERE key = 'activity.create_post:hijack-user'), 1::bigint,
+SELECT is((SELECT count(*) FROM ratelimit.key_state WHERE policy = 'activity.create_post' AND key = 'hijack-user'), 1::bigint,
           'and writes the key it should');
 
 SELECT * FROM finish();

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -1063,6 +1064,215 @@ TEST(AlgorithmClock, IdleFromIsNotBeforeTheInstantTheStateDecidesAt) {
             EXPECT_TRUE(SameDecision(decide(limit, state, at, 1, Action::kConsume),
                                      decide(limit, fresh, at, 1, Action::kConsume)))
                 << "at idle_from + " << at - idle;
+        }
+    }
+}
+
+// ---- a changed limit or period applies to the next call ---------------------------------------
+
+// The reported case: one call under 1 a day, then the limit becomes 100 a minute. Five minutes
+// later the key is allowed by both buckets (gcra used to wait out the rest of the day).
+TEST(AlgorithmLimitChanges, ADailyLimitRaisedToAMinuteLimitAppliesToTheNextCall) {
+    for (Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
+        SCOPED_TRACE(algorithm_name(algorithm));
+        const Limit day = limit_of(algorithm, 1, kMicrosPerDay);
+        const Limit minute = limit_of(algorithm, 100, kMicrosPerMinute);
+        KeyState state;
+        ASSERT_TRUE(decide(day, state, kT0, 1, Action::kConsume).allowed);
+        EXPECT_EQ(state.measured_limit, 1);
+        EXPECT_EQ(state.measured_period, kMicrosPerDay);
+        const Micros later = kT0 + 5 * kMicrosPerMinute;
+        EXPECT_TRUE(SameDecision(probe(minute, state, later, 1), want(true, 100, 100, 0, 0)));
+        const Decision d = decide(minute, state, later, 1, Action::kConsume);
+        EXPECT_TRUE(SameDecision(d, want(true, 100, 99, 0, 600000)));
+        EXPECT_EQ(state.measured_limit, 100);
+        EXPECT_EQ(state.measured_period, kMicrosPerMinute);
+        // And back: the day limit holds the key to what is owed in its own units.
+        const Decision back = probe(day, state, later, 1);
+        EXPECT_FALSE(back.allowed && algorithm == Algorithm::kGcra);
+        EXPECT_LE(back.remaining, 1);
+    }
+}
+
+// A state written before the measured limit was kept (0, 0) reads as measured in the limit
+// asked for, and a state that records it decides exactly as one that does not.
+TEST(AlgorithmLimitChanges, TheMeasuredLimitChangesNothingWhileTheLimitStaysTheSame) {
+    std::mt19937_64 rng(108);
+    for (Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
+        for (int sequence = 0; sequence < 5000; ++sequence) {
+            const std::int64_t n = static_cast<std::int64_t>(draw(rng, 1, 8));
+            const Micros period = static_cast<Micros>(draw(rng, kMinPeriod, 5000));
+            const Limit limit = limit_of(algorithm, n, period, draw(rng, 1, 10));
+            KeyState state;
+            Micros now = kT0;
+            for (int i = 0; i < 20; ++i) {
+                now += static_cast<Micros>(draw(rng, 0, period));
+                const Action action = static_cast<Action>(rng() % 10 < 7 ? 0 : rng() % 3);
+                decide(limit, state, now, static_cast<std::int64_t>(rng() % (limit.burst + 1)),
+                       action);
+                KeyState unknown = state;
+                unknown.measured_limit = unknown.measured_period = 0;
+                const Micros at = now + static_cast<Micros>(draw(rng, 0, period)) - period / 2;
+                const std::int64_t cost = static_cast<std::int64_t>(rng() % (limit.burst + 1));
+                ASSERT_TRUE(
+                    SameDecision(probe(limit, unknown, at, cost), probe(limit, state, at, cost)));
+                ASSERT_EQ(idle_from(limit, unknown), idle_from(limit, state));
+            }
+        }
+    }
+}
+
+// The longest a call that fits the limit can ever wait under it, with the clock going forward.
+Micros longest_wait(const Limit& limit) {
+    switch (limit.algorithm) {
+        case Algorithm::kSlidingWindowCounter:
+            return 2 * limit.period;  // the current window's units weigh on the next one
+        case Algorithm::kTokenBucket:
+        case Algorithm::kGcra:
+            return static_cast<Micros>(
+                models::ceil_div(models::Wide(limit.burst) * limit.period, limit.limit));
+        default:
+            return limit.period;
+    }
+}
+
+// Empty when `calls` (all allowed under `limit`) keep the algorithm's guarantee.
+std::string guarantee_violation(const Limit& limit, const std::vector<models::Call>& calls) {
+    const std::int64_t n = limit.limit;
+    const Micros p = limit.period;
+    std::ostringstream out;
+    switch (limit.algorithm) {
+        case Algorithm::kFixedWindow:
+        case Algorithm::kSlidingWindowCounter: {
+            std::map<Micros, std::int64_t> per_window;
+            for (const models::Call& call : calls)
+                per_window[call.at / p] += call.units;
+            for (const auto& [window, units] : per_window) {
+                if (units > n)
+                    out << units << " units in the aligned window " << window;
+            }
+            if (limit.algorithm == Algorithm::kSlidingWindowCounter &&
+                models::most_in_span(calls, p, false) > 2 * n)
+                out << "more than 2N in a span P";
+            break;
+        }
+        case Algorithm::kRollingWindow:
+            if (models::most_in_span(calls, p, false) > 2 * n)
+                out << "more than 2N in a span P";
+            break;
+        case Algorithm::kSlidingWindow:
+            if (models::most_in_span(calls, p, false) > n)
+                out << "more than N in a span P";
+            break;
+        default:
+            for (std::size_t i = 0; i < calls.size(); ++i) {
+                std::int64_t units = 0;
+                for (std::size_t j = i; j < calls.size(); ++j) {
+                    units += calls[j].units;
+                    const models::Wide refill = models::Wide(n) * (calls[j].at - calls[i].at) / p;
+                    if (units > limit.burst + refill)
+                        out << units << " units from " << calls[i].at << " to " << calls[j].at;
+                }
+            }
+    }
+    return out.str();
+}
+
+// Random history under one limit, then another: looser ("relax": no lower limit or burst, no
+// longer period), tighter, or anything. After the change every decision is exact for the new
+// limit (its waits come true, its remaining never passes the new allowance), the units allowed
+// from then on keep the new limit's guarantee, and after relaxing no call waits longer than the
+// new limit could ever make it.
+TEST(AlgorithmLimitChanges, RelaxThenTightenEveryAlgorithm) {
+    std::mt19937_64 rng(109);
+    const Micros kPeriods[] = {kMinPeriod, 1500, 4000, 10000};
+    for (Algorithm algorithm : kAlgorithms) {
+        SCOPED_TRACE(algorithm_name(algorithm));
+        for (int sequence = 0; sequence < 20000; ++sequence) {
+            auto draw_limit = [&] {
+                const std::int64_t n = static_cast<std::int64_t>(draw(rng, 1, 6));
+                return limit_of(algorithm, n, kPeriods[rng() % 4],
+                                static_cast<std::int64_t>(draw(rng, 1, 8)));
+            };
+            Limit first = draw_limit();
+            Limit second = draw_limit();
+            const int mode = static_cast<int>(rng() % 3);  // relax, tighten, anything
+            if (mode < 2) {
+                Limit low = first;
+                Limit high = second;
+                low.limit = std::min(first.limit, second.limit);
+                high.limit = std::max(first.limit, second.limit);
+                low.period = std::max(first.period, second.period);
+                high.period = std::min(first.period, second.period);
+                low.burst = std::min(first.burst, second.burst);
+                high.burst = std::max(first.burst, second.burst);
+                if (!is_bucket(algorithm)) {
+                    low.burst = low.limit;
+                    high.burst = high.limit;
+                }
+                first = mode == 0 ? low : high;
+                second = mode == 0 ? high : low;
+            }
+            std::ostringstream trace;
+            trace << "sequence " << sequence << " mode " << mode << ": N=" << first.limit
+                  << " P=" << first.period << " B=" << first.burst << " then N=" << second.limit
+                  << " P=" << second.period << " B=" << second.burst;
+            SCOPED_TRACE(trace.str());
+
+            KeyState state;
+            Micros now = kT0 + static_cast<Micros>(draw(rng, 0, 20000));
+            const int before = static_cast<int>(draw(rng, 0, 25));
+            for (int i = 0; i < before; ++i) {
+                now += rng() % 3 == 0 ? 0 : static_cast<Micros>(draw(rng, 0, first.period));
+                const Action action = static_cast<Action>(rng() % 10 < 7 ? 0 : rng() % 3);
+                decide(first, state, now, static_cast<std::int64_t>(draw(rng, 1, capacity(first))),
+                       action);
+            }
+
+            now += static_cast<Micros>(draw(rng, 0, first.period / 2));
+            const std::int64_t cost = static_cast<std::int64_t>(draw(rng, 1, capacity(second)));
+            if (mode == 0) {
+                const Decision next = probe(second, state, now, cost);
+                ASSERT_LE(next.retry_after, longest_wait(second));
+                ASSERT_TRUE(probe(second, state, now + longest_wait(second), cost).allowed);
+            }
+
+            std::vector<models::Call> allowed;
+            const int after = static_cast<int>(draw(rng, 1, 25));
+            for (int i = 0; i < after; ++i) {
+                if (i > 0)
+                    now += rng() % 3 == 0 ? 0 : static_cast<Micros>(draw(rng, 0, second.period));
+                const std::int64_t c =
+                    i == 0 ? cost : static_cast<std::int64_t>(draw(rng, 0, capacity(second)));
+                const Action action = rng() % 5 == 0 ? Action::kPeek : Action::kConsume;
+                const KeyState was = state;
+                const Decision d = decide(second, state, now, c, action);
+                ASSERT_LE(d.remaining, capacity(second)) << "call " << i;
+                ASSERT_GE(d.remaining, 0) << "call " << i;
+                if (d.allowed && action == Action::kConsume && c > 0)
+                    allowed.push_back(models::Call{now, c});
+                // The waits come true on the state as it was left.
+                if (!d.allowed) {
+                    ASSERT_TRUE(probe(second, state, now + d.retry_after, c).allowed)
+                        << "call " << i << " retry_after " << d.retry_after;
+                    ASSERT_FALSE(probe(second, state, now + d.retry_after - 1, c).allowed)
+                        << "call " << i << " retry_after " << d.retry_after;
+                    ASSERT_EQ(state, was);
+                }
+                const Decision full = probe(second, state, now + d.reset_after, 1);
+                const Decision fresh = probe(second, KeyState{}, now + d.reset_after, 1);
+                ASSERT_TRUE(SameDecision(full, fresh)) << "call " << i << " at reset_after";
+            }
+            const std::string violation = guarantee_violation(second, allowed);
+            ASSERT_TRUE(violation.empty()) << violation;
+
+            // From idle_from on, the state decides like a fresh key under the new limit.
+            const Micros idle = std::max(idle_from(second, state), now);
+            for (Micros at : {idle, idle + 1, idle + second.period}) {
+                ASSERT_TRUE(SameDecision(probe(second, state, at, 1, Action::kConsume),
+                                         probe(second, KeyState{}, at, 1, Action::kConsume)))
+                    << "at idle_from + " << at - idle;
+            }
         }
     }
 }

@@ -89,5 +89,24 @@ TEST(OffenderTable, CutsLongNamesAndClears) {
     EXPECT_TRUE(t.table.snapshot().empty());
 }
 
+// Databases share the table but never see or clear each other's entries.
+TEST(OffenderTable, DatabasesKeepTheirOwnEntries) {
+    Table t;
+    t.table.record("activity.create_post", "secret-user@corp.com", 1, 16384);
+    t.table.record("activity.create_post", "secret-user@corp.com", 2, 16384);
+    t.table.record("activity.create_post", "secret-user@corp.com", 3, 16385);
+    const std::vector<Offender> a = t.table.snapshot(16384);
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].denials, 2);
+    const std::vector<Offender> b = t.table.snapshot(16385);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(b[0].denials, 1);
+    EXPECT_TRUE(t.table.snapshot(16386).empty());
+    t.table.clear(16385);
+    EXPECT_TRUE(t.table.snapshot(16385).empty());
+    ASSERT_EQ(t.table.snapshot(16384).size(), 1u);
+    EXPECT_EQ(t.table.snapshot(16384)[0].denials, 2);
+}
+
 }  // namespace
 }  // namespace ratelimit

@@ -1,0 +1,702 @@
+// Deciding by policy: ratelimit.check, check_all, check_http (and decide_policies, the body
+// they share, kept callable for administrators). The path reads in one direction: the
+// arguments, checked; the policy rows, from this backend's exact cache (policy_cache.hpp); the
+// plan and the answer, from the core (ratelimit/policy.hpp); the keys, decided as one through
+// the engines (state_engines.hpp), each policy's subjects in a namespace of their own.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pg/arguments.hpp"
+#include "pg/clock.hpp"
+#include "pg/guard.hpp"
+#include "pg/memory_engine.hpp"
+#include "pg/policy_cache.hpp"
+#include "pg/policy_counters.hpp"
+#include "pg/policy_http.hpp"
+#include "pg/spi_statement.hpp"
+#include "pg/state_engines.hpp"
+
+extern "C" {
+#include <sys/socket.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
+#include "commands/sequence.h"
+#include "common/pg_prng.h"
+#include "mb/pg_wchar.h"
+#include "utils/array.h"
+#include "utils/inet.h"
+#include "utils/datetime.h"
+#include "utils/json.h"
+#include "utils/syscache.h"
+#include "utils/typcache.h"
+}
+
+#include "ratelimit/error.hpp"
+#include "ratelimit/http_fields.hpp"
+#include "ratelimit/policy.hpp"
+#include "ratelimit/validation.hpp"
+
+namespace ratelimit::pg {
+namespace {
+
+// More policies would only hold more partition locks at once; real checks use two to four.
+constexpr int kMaxPolicies = 16;
+
+// What a call site looks up once (in fn_extra): the extension's schema and the row type of
+// ratelimit.policy_decision.
+struct PolicyCallSite {
+    Oid schema = InvalidOid;
+    TupleDesc decision = nullptr;
+};
+
+// Called inside call_postgres().
+PolicyCallSite* policy_call_site(FunctionCallInfo fcinfo) {
+    FmgrInfo* flinfo = fcinfo->flinfo;
+    if (flinfo->fn_extra == nullptr) {
+        auto* site = static_cast<PolicyCallSite*>(
+            MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(PolicyCallSite)));
+        site->schema = get_func_namespace(flinfo->fn_oid);
+        const Oid type =
+            GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("policy_decision"),
+                            ObjectIdGetDatum(site->schema));
+        if (!OidIsValid(type))
+            elog(ERROR, "ratelimit: type ratelimit.policy_decision is missing");
+        MemoryContext caller = MemoryContextSwitchTo(flinfo->fn_mcxt);
+        site->decision = BlessTupleDesc(lookup_rowtype_tupdesc_copy(type, -1));
+        MemoryContextSwitchTo(caller);
+        flinfo->fn_extra = site;
+    }
+    return static_cast<PolicyCallSite*>(flinfo->fn_extra);
+}
+
+// The argument names a call reports errors with: check has scalars, the others arrays.
+struct ArgumentNames {
+    std::string policies;
+    std::string keys;
+    bool scalar = false;
+
+    std::string policy(int i) const {
+        return scalar ? policies : policies + "[" + std::to_string(i + 1) + "]";
+    }
+    std::string key(int i) const {
+        return scalar ? keys : keys + "[" + std::to_string(i + 1) + "]";
+    }
+};
+
+// A text[] argument's elements (detoasted), or a scalar text as one element.
+struct TextList {
+    std::vector<Datum> values;
+    std::vector<bool> nulls;
+};
+
+TextList text_list(FunctionCallInfo fcinfo, int index, bool scalar, const std::string& name) {
+    TextList list;
+    if (PG_ARGISNULL(index))
+        throw ArgumentError::null(name);
+    if (scalar) {
+        Datum value = 0;
+        call_postgres([&] { value = PointerGetDatum(PG_GETARG_TEXT_PP(index)); });
+        list.values.push_back(value);
+        list.nulls.push_back(false);
+        return list;
+    }
+    int dimensions = 0;
+    int count = 0;
+    Datum* values = nullptr;
+    bool* nulls = nullptr;
+    call_postgres([&] {
+        ArrayType* array = PG_GETARG_ARRAYTYPE_P(index);
+        dimensions = ARR_NDIM(array);
+        if (dimensions <= 1) {
+            deconstruct_array(array, TEXTOID, -1, false, TYPALIGN_INT, &values, &nulls, &count);
+            for (int i = 0; i < count; ++i) {
+                if (!nulls[i])
+                    values[i] = PointerGetDatum(PG_DETOAST_DATUM_PACKED(values[i]));
+            }
+        }
+    });
+    if (dimensions > 1)
+        throw ArgumentError::invalid(name, "must be a one-dimensional array");
+    list.values.assign(values, values + count);
+    list.nulls.assign(nulls, nulls + count);
+    return list;
+}
+
+// The caller's address: one host (a netmask on it must not widen what it matches), and an
+// IPv4-mapped IPv6 address as the IPv4 address it carries.
+std::optional<IpAddress> caller_ip(FunctionCallInfo fcinfo, int index) {
+    if (PG_ARGISNULL(index))
+        return std::nullopt;
+    const inet* value = nullptr;
+    call_postgres([&] { value = PG_GETARG_INET_PP(index); });
+    IpAddress address;
+    address.family = ip_family(value) == PGSQL_AF_INET ? 4 : 6;
+    std::memcpy(address.bytes.data(), ip_addr(value), address.family == 4 ? 4 : 16);
+    return caller_address(address);
+}
+
+std::optional<Uuid> caller_user(FunctionCallInfo fcinfo, int index) {
+    if (PG_ARGISNULL(index))
+        return std::nullopt;
+    Uuid user;
+    std::memcpy(user.data(), PG_GETARG_UUID_P(index)->data, UUID_LEN);
+    return user;
+}
+
+// SHA-256 of the subject's UTF-8 bytes, as 64 lowercase hex digits (ratelimit.hash_subject).
+Datum hashed_subject(Datum subject) {
+    Datum result = 0;
+    call_postgres([&] {
+        const text* value = reinterpret_cast<const text*>(DatumGetPointer(subject));
+        const char* bytes = VARDATA_ANY(value);
+        const int length = static_cast<int>(VARSIZE_ANY_EXHDR(value));
+        const char* utf8 = pg_server_to_any(bytes, length, PG_UTF8);
+        const int utf8_length = utf8 == bytes ? length : static_cast<int>(strlen(utf8));
+        bytea* input = static_cast<bytea*>(palloc(VARHDRSZ + utf8_length));
+        SET_VARSIZE(input, VARHDRSZ + utf8_length);
+        memcpy(VARDATA(input), utf8, utf8_length);
+        bytea* digest = DatumGetByteaPP(DirectFunctionCall1(sha256_bytea, PointerGetDatum(input)));
+        const auto* hash = reinterpret_cast<const unsigned char*>(VARDATA_ANY(digest));
+        const int hash_length = static_cast<int>(VARSIZE_ANY_EXHDR(digest));
+        text* out = static_cast<text*>(palloc(VARHDRSZ + 2 * hash_length));
+        SET_VARSIZE(out, VARHDRSZ + 2 * hash_length);
+        static const char kHex[] = "0123456789abcdef";
+        char* p = VARDATA(out);
+        for (int i = 0; i < hash_length; ++i) {
+            *p++ = kHex[hash[i] >> 4];
+            *p++ = kHex[hash[i] & 15];
+        }
+        result = PointerGetDatum(out);
+    });
+    return result;
+}
+
+Datum text_datum(std::string_view value) {
+    Datum result = 0;
+    call_postgres([&] {
+        result =
+            PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size())));
+    });
+    return result;
+}
+
+// The first `count` characters of UTF-8 text, as SQL's left(text, count).
+std::string first_characters(std::string_view text, int count) {
+    std::size_t end = 0;
+    for (int seen = 0; end < text.size() && seen < count; ++seen) {
+        ++end;
+        while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+            ++end;
+    }
+    return std::string(text.substr(0, end));
+}
+
+std::int64_t milliseconds_up(Micros span) {
+    return span <= 0 ? 0 : (span + 999) / 1000;
+}
+
+// One policy of the call, resolved.
+struct ResolvedPolicy {
+    const PolicyRule* rule = nullptr;
+    Datum key = 0;      // the subject as given
+    Datum subject = 0;  // the state's key: the subject, or its SHA-256 when the policy hashes
+    Datum space = 0;    // the policy's name: the state's namespace
+};
+
+// A call's arguments and everything resolved from them before any key is touched.
+struct PolicyCall {
+    std::vector<ResolvedPolicy> policies;
+    std::vector<PolicyRequest> requests;
+    std::int64_t cost = 0;
+    const TierRule* tier = nullptr;
+    std::string tier_name;
+    Caller caller;
+    ArgumentNames names;
+};
+
+// Reads and checks the arguments in the order the SQL layer always has: the arrays, their
+// sizes, the cost, the tier, then each policy and its subject.
+PolicyCall read_policy_call(FunctionCallInfo fcinfo, const ArgumentNames& names,
+                            const PolicyCatalog& catalog, Micros now) {
+    PolicyCall call;
+    call.names = names;
+    const TextList policies = text_list(fcinfo, 0, names.scalar, names.policies);
+    const TextList keys = text_list(fcinfo, 1, names.scalar, names.keys);
+    if (PG_ARGISNULL(2))
+        throw ArgumentError::null("p_cost");
+    call.cost = PG_GETARG_INT32(2);
+    call.caller.ip = caller_ip(fcinfo, 4);
+    call.caller.user = caller_user(fcinfo, 5);
+    const int count = static_cast<int>(policies.values.size());
+    if (count < 1 || count > kMaxPolicies)
+        throw ArgumentError::invalid(
+            names.policies, "must have 1 to " + std::to_string(kMaxPolicies) + " elements (got " +
+                                std::to_string(count) + ")");
+    if (static_cast<int>(keys.values.size()) != count)
+        throw ArgumentError::invalid(names.keys, "must have as many elements as " + names.policies +
+                                                     " (" + std::to_string(count) + ", got " +
+                                                     std::to_string(keys.values.size()) + ")");
+    if (call.cost < 0)
+        throw ArgumentError::invalid("p_cost",
+                                     "must be at least 0 (got " + std::to_string(call.cost) + ")");
+    if (!PG_ARGISNULL(3)) {
+        const std::string_view tier = name_argument(fcinfo, 3, "p_tier");
+        call.tier = catalog.tier(tier);
+        if (call.tier == nullptr)
+            throw ArgumentError(ErrorKind::kInvalidArgument, "p_tier",
+                                "p_tier: unknown tier \"" + first_characters(tier, 64) + "\"");
+        call.tier_name = std::string(tier);
+    }
+    call.policies.resize(count);
+    for (int i = 0; i < count; ++i) {
+        ResolvedPolicy& resolved = call.policies[i];
+        if (policies.nulls[i])
+            throw ArgumentError::null(names.policy(i));
+        if (keys.nulls[i])
+            throw ArgumentError::null(names.key(i));
+        const std::string_view name = text_bytes(policies.values[i]);
+        resolved.rule = catalog.policy(name);
+        if (resolved.rule == nullptr)
+            throw ArgumentError(
+                ErrorKind::kInvalidArgument, names.policy(i),
+                names.policy(i) + ": unknown policy \"" + first_characters(name, 64) + "\"");
+        for (int j = 0; j < i; ++j) {
+            if (call.policies[j].rule == resolved.rule)
+                throw ArgumentError(
+                    ErrorKind::kInvalidArgument, names.policy(i),
+                    names.policy(i) + ": policy \"" + resolved.rule->name + "\" is listed twice");
+        }
+        resolved.key = keys.values[i];
+        require_key(names.key(i), text_bytes(resolved.key).size());
+        resolved.subject = resolved.rule->hash_key ? hashed_subject(resolved.key) : resolved.key;
+        resolved.space = policies.values[i];
+    }
+    call.requests.resize(count);
+    for (int i = 0; i < count; ++i) {
+        const ResolvedPolicy& resolved = call.policies[i];
+        PolicyRequest& request = call.requests[i];
+        request.rule = resolved.rule;
+        request.key = text_bytes(resolved.key);
+        request.key_override = catalog.key_override(resolved.rule->name, request.key);
+        if (!catalog.access_list.empty())
+            request.lists = match_lists(catalog.access_list, resolved.rule->name, request.key,
+                                        call.caller, now);
+    }
+    return call;
+}
+
+// Plans the call; a tier or override whose multiplied limit the engine cannot take is reported
+// against the policy it came from.
+PolicyPlan plan_call(const PolicyCall& call, Micros now) {
+    PolicyPlan plan;
+    try {
+        plan = plan_policies(call.requests, call.tier, call.cost, now);
+        for (const PolicyPlan::Checked& checked : plan.checked) {
+            if (call.requests[checked.request].rule->engine == Engine::kMemory)
+                require_memory_limit(checked.limit);
+        }
+    } catch (const ArgumentError& error) {
+        const std::string where = call.tier != nullptr ? "p_tier" : call.names.policies;
+        throw ArgumentError(error.kind(), where,
+                            where + ": the limit it gives is refused: " + error.what());
+    }
+    return plan;
+}
+
+// Writes one denial to ratelimit.denial_log, a ring of ratelimit.denial_log_size slots.
+void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t request,
+                Micros retry_after, bool enforced, Micros now);
+
+// Carries out what the core's answer asks: count_denied blocks, the denial log, the counters.
+void apply_answer(FunctionCallInfo fcinfo, Oid schema, const PolicyCall& call,
+                  const PolicyAnswer& answer, Micros now) {
+    for (std::size_t request : answer.blocks) {
+        const ResolvedPolicy& resolved = call.policies[request];
+        EngineStorage storage;
+        StateEngine& engine =
+            state_engine(resolved.rule->engine, schema, "ratelimit.check()", storage);
+        engine.block(StateKey{resolved.space, resolved.subject}, now + resolved.rule->period, now);
+    }
+    for (const auto& [request, retry_after] : answer.logged) {
+        const bool enforced = !call.policies[request].rule->shadow;
+        log_denial(fcinfo, call, request, retry_after, enforced, now);
+    }
+    for (std::size_t i = 0; i < answer.outcomes.size(); ++i) {
+        if (answer.outcomes[i] == PolicyOutcome::kNone)
+            continue;
+        count_outcome(call.policies[i].rule->name, text_bytes(call.policies[i].subject),
+                      answer.outcomes[i], now);
+    }
+}
+
+// Decides a policy call from its arguments; `schema` is the extension's.
+PolicyAnswer decide_call(FunctionCallInfo fcinfo, const ArgumentNames& names, Oid schema,
+                         Micros now, PolicyCall* call_out) {
+    const PolicyCatalog& catalog = policy_catalog(schema);
+    PolicyCall& call = *call_out;
+    call = read_policy_call(fcinfo, names, catalog, now);
+    const PolicyPlan plan = plan_call(call, now);
+    PolicyAnswer answer;
+    switch (plan.kind) {
+        case PolicyPlan::Kind::kSkipped:
+            answer = answer_skipped(call.requests, plan, call.cost);
+            break;
+        case PolicyPlan::Kind::kDenyList:
+            answer = answer_deny_list(call.requests, plan, call.cost, now);
+            break;
+        case PolicyPlan::Kind::kCostExceedsLimit: {
+            const ResolvedPolicy& resolved = call.policies[plan.stop];
+            EngineStorage storage;
+            StateEngine& engine =
+                state_engine(resolved.rule->engine, schema, "ratelimit.check()", storage);
+            const Decision peek = engine.decide(StateKey{resolved.space, resolved.subject},
+                                                plan.stop_limit, now, 1, Action::kPeek);
+            answer = answer_cost_exceeds(call.requests, plan, peek, call.cost);
+            break;
+        }
+        case PolicyPlan::Kind::kDecide: {
+            std::vector<TierCall> tiers(plan.checked.size());
+            std::vector<StateKey> keys(plan.checked.size());
+            for (std::size_t i = 0; i < plan.checked.size(); ++i) {
+                const ResolvedPolicy& resolved = call.policies[plan.checked[i].request];
+                tiers[i].index = i;
+                tiers[i].engine = resolved.rule->engine;
+                tiers[i].limit = plan.checked[i].limit;
+                tiers[i].enforced = plan.checked[i].enforced;
+                keys[i] = StateKey{resolved.space, resolved.subject};
+            }
+            sort_tiers(tiers, keys);
+            const bool allowed =
+                decide_tiers(tiers, keys, schema, "ratelimit.check()", now, call.cost);
+            std::vector<Decision> decisions(tiers.size());
+            for (const TierCall& tier : tiers)
+                decisions[tier.index] = reported_decision(tier, allowed);
+            answer = answer_decided(call.requests, plan, decisions, allowed, call.cost);
+            break;
+        }
+    }
+    apply_answer(fcinfo, schema, call, answer, now);
+    return answer;
+}
+
+// The answer as a ratelimit.policy_decision row.
+Datum answer_datum(FunctionCallInfo fcinfo, const PolicyCall& call, const PolicyAnswer& answer,
+                   Micros now) {
+    constexpr int kFields = 11;
+    Datum values[kFields] = {0};
+    bool nulls[kFields] = {false};
+    values[0] = BoolGetDatum(answer.allowed);
+    nulls[1] = !answer.policy.has_value();
+    if (answer.policy)
+        values[1] = text_datum(call.policies[*answer.policy].rule->name);
+    nulls[2] = !answer.limit.has_value();
+    values[2] = Int32GetDatum(static_cast<std::int32_t>(answer.limit.value_or(0)));
+    nulls[3] = !answer.remaining.has_value();
+    values[3] = Int32GetDatum(static_cast<std::int32_t>(answer.remaining.value_or(0)));
+    nulls[4] = !answer.retry_after.has_value();
+    values[4] = Int64GetDatum(milliseconds_up(answer.retry_after.value_or(0)));
+    nulls[5] = !answer.reset_after.has_value();
+    values[5] = Int64GetDatum(milliseconds_up(answer.reset_after.value_or(0)));
+    nulls[6] = !answer.period.has_value();
+    values[6] = Int64GetDatum((answer.period.value_or(0) + 500) / 1000);
+    values[7] = Int32GetDatum(static_cast<std::int32_t>(answer.cost));
+    values[8] = text_datum(reason_name(answer.reason));
+    values[10] = TimestampTzGetDatum(to_timestamptz(now));
+    std::vector<Datum> shadow;
+    for (std::size_t request : answer.shadow_denied)
+        shadow.push_back(text_datum(call.policies[request].rule->name));
+    Datum result = 0;
+    call_postgres([&] {
+        values[9] = PointerGetDatum(construct_array(shadow.data(), static_cast<int>(shadow.size()),
+                                                    TEXTOID, -1, false, TYPALIGN_INT));
+        PolicyCallSite* site = policy_call_site(fcinfo);
+        result = HeapTupleGetDatum(heap_form_tuple(site->decision, values, nulls));
+    });
+    return result;
+}
+
+Oid call_schema(FunctionCallInfo fcinfo) {
+    Oid schema = InvalidOid;
+    call_postgres([&] { schema = policy_call_site(fcinfo)->schema; });
+    return schema;
+}
+
+Micros now_checked() {
+    const Micros now = clock_now();
+    require_valid_instant(now);
+    return now;
+}
+
+Datum check_body(FunctionCallInfo fcinfo) {
+    const Oid schema = call_schema(fcinfo);
+    const Micros now = now_checked();
+    PolicyCall call;
+    const PolicyAnswer answer =
+        decide_call(fcinfo, ArgumentNames{"p_policy", "p_key", true}, schema, now, &call);
+    return answer_datum(fcinfo, call, answer, now);
+}
+
+Datum check_all_body(FunctionCallInfo fcinfo) {
+    const Oid schema = call_schema(fcinfo);
+    const Micros now = now_checked();
+    PolicyCall call;
+    const PolicyAnswer answer =
+        decide_call(fcinfo, ArgumentNames{"p_policies", "p_keys", false}, schema, now, &call);
+    return answer_datum(fcinfo, call, answer, now);
+}
+
+// decide_policies(..., p_policy_argument, p_key_argument): the shared body, with the names
+// its errors use given by the caller.
+Datum decide_policies_body(FunctionCallInfo fcinfo) {
+    const std::string_view policy_argument = name_argument(fcinfo, 6, "p_policy_argument");
+    const std::string_view key_argument = name_argument(fcinfo, 7, "p_key_argument");
+    ArgumentNames names{std::string(policy_argument.substr(0, 64)),
+                        std::string(key_argument.substr(0, 64)), false};
+    names.scalar = names.policies == "p_policy";
+    const Oid schema = call_schema(fcinfo);
+    const Micros now = now_checked();
+    PolicyCall call;
+    // The arrays are read as arrays whatever the names say.
+    ArgumentNames reading = names;
+    reading.scalar = false;
+    const PolicyAnswer answer = decide_call(fcinfo, reading, schema, now, &call);
+    return answer_datum(fcinfo, call, answer, now);
+}
+
+DecisionView decision_view(const PolicyCall& call, const PolicyAnswer& answer, Micros now) {
+    DecisionView view;
+    view.allowed = answer.allowed;
+    if (answer.policy)
+        view.policy = call.policies[*answer.policy].rule->name;
+    view.limit = answer.limit;
+    view.remaining = answer.remaining;
+    if (answer.retry_after)
+        view.retry_after_ms = milliseconds_up(*answer.retry_after);
+    if (answer.reset_after)
+        view.reset_after_ms = milliseconds_up(*answer.reset_after);
+    if (answer.period)
+        view.period_ms = (*answer.period + 500) / 1000;
+    view.cost = answer.cost;
+    view.reason = reason_name(answer.reason);
+    view.decided_at = now;
+    return view;
+}
+
+// check_http(): one round trip for an edge function: the decision, its status, headers and
+// 429 body, and the decision as an object.
+Datum check_http_body(FunctionCallInfo fcinfo) {
+    // The formats are checked before anything is charged.
+    const ResetFormat format =
+        parse_reset_format("p_reset_format", name_argument(fcinfo, 6, "p_reset_format"));
+    const BodyShape shape =
+        parse_body_shape("p_body_shape", name_argument(fcinfo, 7, "p_body_shape"));
+    const Oid schema = call_schema(fcinfo);
+    const Micros now = now_checked();
+    PolicyCall call;
+    const PolicyAnswer answer =
+        decide_call(fcinfo, ArgumentNames{"p_policies", "p_keys", false}, schema, now, &call);
+    const DecisionView view = decision_view(call, answer, now);
+
+    std::vector<JsonMember> decision(11);
+    const char* const kNames[] = {"allowed",        "policy",         "limit",     "remaining",
+                                  "retry_after_ms", "reset_after_ms", "period_ms", "cost",
+                                  "reason",         "shadow_denied",  "decided_at"};
+    for (int i = 0; i < 11; ++i)
+        decision[i].name = kNames[i];
+    auto number = [](JsonMember& member, const std::optional<std::int64_t>& value) {
+        if (value) {
+            member.kind = JsonMember::Kind::kNumber;
+            member.number = *value;
+        }
+    };
+    decision[0].kind = JsonMember::Kind::kBool;
+    decision[0].flag = answer.allowed;
+    if (view.policy) {
+        decision[1].kind = JsonMember::Kind::kString;
+        decision[1].text = *view.policy;
+    }
+    number(decision[2], view.limit);
+    number(decision[3], view.remaining);
+    number(decision[4], view.retry_after_ms);
+    number(decision[5], view.reset_after_ms);
+    number(decision[6], view.period_ms);
+    number(decision[7], view.cost);
+    decision[8].kind = JsonMember::Kind::kString;
+    decision[8].text = *view.reason;
+    decision[9].kind = JsonMember::Kind::kStrings;
+    for (std::size_t request : answer.shadow_denied)
+        decision[9].strings.push_back(call.policies[request].rule->name);
+    decision[10].kind = JsonMember::Kind::kString;
+    char timestamp[MAXDATELEN + 1];
+    call_postgres([&] {
+        JsonEncodeDateTime(timestamp, TimestampTzGetDatum(to_timestamptz(now)), TIMESTAMPTZOID,
+                           nullptr);
+    });
+    decision[10].text = timestamp;
+
+    std::vector<JsonMember> members(5);
+    members[0].name = "allowed";
+    members[0].kind = JsonMember::Kind::kBool;
+    members[0].flag = answer.allowed;
+    members[1].name = "status";
+    members[1].kind = JsonMember::Kind::kNumber;
+    members[1].number = answer.allowed ? 200 : 429;
+    members[2].name = "headers";
+    members[2].kind = JsonMember::Kind::kObject;
+    members[2].members = headers_members(view, format);
+    members[3].name = "body";
+    bool body_null = false;
+    std::vector<JsonMember> body = body_members(view, shape, &body_null);
+    if (!body_null) {
+        members[3].kind = JsonMember::Kind::kObject;
+        members[3].members = std::move(body);
+    }
+    members[4].name = "decision";
+    members[4].kind = JsonMember::Kind::kObject;
+    members[4].members = std::move(decision);
+    // One pass builds the whole object.
+    return jsonb_object(members);
+}
+
+// ---- the denial log --------------------------------------------------------------------------
+
+const Oid kDenialRowTypes[] = {INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, JSONBOID};
+SpiStatement denial_insert(
+    "INSERT INTO %s.denial_log AS l (slot, logged_at, event_type, severity, source, status, "
+    "error_message, event_data) VALUES ($1, $2, 'rate_limit_violation', 'warning', 'ratelimit', "
+    "$3, $4, $5) ON CONFLICT (slot) DO UPDATE SET logged_at = EXCLUDED.logged_at, "
+    "event_type = EXCLUDED.event_type, severity = EXCLUDED.severity, source = EXCLUDED.source, "
+    "status = EXCLUDED.status, error_message = EXCLUDED.error_message, "
+    "event_data = EXCLUDED.event_data",
+    5, kDenialRowTypes);
+const Oid kDenialTrimTypes[] = {INT4OID};
+SpiStatement denial_trim("DELETE FROM %s.denial_log WHERE slot OPERATOR(pg_catalog.>=) $1", 1,
+                         kDenialTrimTypes);
+
+// round(a period in minutes, 3), as numeric text: "1.000", "0.250".
+std::string minutes_text(Micros period) {
+    const std::int64_t thousandths = (period * 1000 + kMicrosPerMinute / 2) / kMicrosPerMinute;
+    std::string fraction = std::to_string(thousandths % 1000);
+    fraction.insert(0, 3 - fraction.size(), '0');
+    return std::to_string(thousandths / 1000) + "." + fraction;
+}
+
+void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t request,
+                Micros retry_after, bool enforced, Micros now) {
+    const int size = denial_log_size();
+    if (size <= 0)
+        return;
+    double draw = 0;
+    call_postgres([&] { draw = pg_prng_double(&pg_global_prng_state); });
+    if (!(draw < denial_log_sample_rate()))
+        return;
+    const ResolvedPolicy& resolved = call.policies[request];
+    const PolicyRule& rule = *resolved.rule;
+    // The limit the policy decided with (after tiers and overrides).
+    bool bypass = false;
+    const std::int64_t limit =
+        effective_limit(rule, call.requests[request].key_override, call.tier, now, &bypass).limit;
+    const std::string message = "Rate limit exceeded: " + std::to_string(limit) + " requests per " +
+                                describe_period_ms((rule.period + 500) / 1000);
+    std::vector<JsonMember> data(8);
+    data[0].name = "identifier";
+    data[0].kind = JsonMember::Kind::kString;
+    data[0].text = std::string(text_bytes(resolved.subject));
+    data[1].name = "policy";
+    data[1].kind = JsonMember::Kind::kString;
+    data[1].text = rule.name;
+    data[2].name = "limit";
+    data[2].kind = JsonMember::Kind::kNumber;
+    data[2].number = limit;
+    data[3].name = "window_minutes";
+    data[3].kind = JsonMember::Kind::kNumericText;
+    data[3].text = minutes_text(rule.period);
+    data[4].name = "cost";
+    data[4].kind = JsonMember::Kind::kNumber;
+    data[4].number = call.cost;
+    data[5].name = "retry_after_ms";
+    data[5].kind = JsonMember::Kind::kNumber;
+    data[5].number = milliseconds_up(retry_after);
+    data[6].name = "user_id";
+    data[7].name = "ip";
+    char user_text[64] = {0};
+    char ip_text[64] = {0};
+    call_postgres([&] {
+        if (call.caller.user) {
+            pg_uuid_t uuid;
+            memcpy(uuid.data, call.caller.user->data(), UUID_LEN);
+            strlcpy(user_text, DatumGetCString(DirectFunctionCall1(uuid_out, UUIDPGetDatum(&uuid))),
+                    sizeof user_text);
+        }
+        if (call.caller.ip) {
+            inet* address = static_cast<inet*>(palloc0(sizeof(inet)));
+            const int family = call.caller.ip->family;
+            address->inet_data.family = family == 4 ? PGSQL_AF_INET : PGSQL_AF_INET6;
+            address->inet_data.bits = family == 4 ? 32 : 128;
+            memcpy(address->inet_data.ipaddr, call.caller.ip->bytes.data(), family == 4 ? 4 : 16);
+            SET_INET_VARSIZE(address);
+            char* host =
+                TextDatumGetCString(DirectFunctionCall1(network_host, InetPGetDatum(address)));
+            strlcpy(ip_text, host, sizeof ip_text);
+        }
+    });
+    if (user_text[0] != '\0') {
+        data[6].kind = JsonMember::Kind::kString;
+        data[6].text = user_text;
+    }
+    if (ip_text[0] != '\0') {
+        data[7].kind = JsonMember::Kind::kString;
+        // a policy that hashes its keys keeps the caller's IP hashed too
+        data[7].text = rule.hash_key ? std::string(text_bytes(hashed_subject(text_datum(ip_text))))
+                                     : std::string(ip_text);
+    }
+    const Datum event_data = jsonb_object(data);
+    const Datum status = text_datum(enforced ? "blocked" : "shadow");
+    const Datum error_message = text_datum(message);
+    call_postgres([&] {
+        const Oid schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+        const Oid sequence = get_relname_relid("denial_log_position", schema);
+        const Oid table = get_relname_relid("denial_log", schema);
+        if (!OidIsValid(sequence) || !OidIsValid(table))
+            elog(ERROR, "ratelimit: the denial log is missing");
+        // Written as the table's owner: callers decide by policy without any right on the log.
+        HeapTuple class_row = SearchSysCache1(RELOID, ObjectIdGetDatum(table));
+        if (!HeapTupleIsValid(class_row))
+            elog(ERROR, "ratelimit: the denial log is missing");
+        const Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(class_row))->relowner;
+        ReleaseSysCache(class_row);
+        Oid saved_user = InvalidOid;
+        int saved_context = 0;
+        GetUserIdAndSecContext(&saved_user, &saved_context);
+        SetUserIdAndSecContext(
+            owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+        const int slot = static_cast<int>(nextval_internal(sequence, false) % size);
+        if (SPI_connect() != SPI_OK_CONNECT)
+            elog(ERROR, "ratelimit: SPI_connect failed");
+        Datum values[5] = {Int32GetDatum(slot), TimestampTzGetDatum(to_timestamptz(now)), status,
+                           error_message, event_data};
+        int rc = SPI_execute_plan(denial_insert.plan_for(fcinfo), values, nullptr, false, 0);
+        if (rc != SPI_OK_INSERT)
+            elog(ERROR, "ratelimit: writing the denial log failed: %s", SPI_result_code_string(rc));
+        // A smaller ring than before: the slots past its end go.
+        Datum trim[1] = {Int32GetDatum(size)};
+        rc = SPI_execute_plan(denial_trim.plan_for(fcinfo), trim, nullptr, false, 0);
+        if (rc != SPI_OK_DELETE)
+            elog(ERROR, "ratelimit: trimming the denial log failed: %s",
+                 SPI_result_code_string(rc));
+        SPI_finish();
+        SetUserIdAndSecContext(saved_user, saved_context);
+    });
+}
+
+}  // namespace
+}  // namespace ratelimit::pg
+
+RATELIMIT_SQL_FUNCTION(ratelimit_check, ratelimit::pg::check_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_check_all, ratelimit::pg::check_all_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_check_http, ratelimit::pg::check_http_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_decide_policies, ratelimit::pg::decide_policies_body)

@@ -1,0 +1,231 @@
+#include "pg/policy_http.hpp"
+
+#include <stdexcept>
+
+#include "pg/arguments.hpp"
+#include "pg/clock.hpp"
+#include "pg/guard.hpp"
+#include "ratelimit/error.hpp"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+#include "utils/typcache.h"
+}
+
+namespace ratelimit::pg {
+namespace {
+
+// PostgreSQL code: call inside call_postgres().
+void push_string(JsonbParseState** state, JsonbIteratorToken token, const std::string& value) {
+    JsonbValue v;
+    v.type = jbvString;
+    v.val.string.len = static_cast<int>(value.size());
+    v.val.string.val = const_cast<char*>(value.data());
+    pushJsonbValue(state, token, &v);
+}
+
+void push_member(JsonbParseState** state, const JsonMember& member) {
+    push_string(state, WJB_KEY, member.name);
+    JsonbValue v;
+    switch (member.kind) {
+        case JsonMember::Kind::kNull:
+            v.type = jbvNull;
+            pushJsonbValue(state, WJB_VALUE, &v);
+            break;
+        case JsonMember::Kind::kString:
+            push_string(state, WJB_VALUE, member.text);
+            break;
+        case JsonMember::Kind::kNumber:
+            v.type = jbvNumeric;
+            v.val.numeric = int64_to_numeric(member.number);
+            pushJsonbValue(state, WJB_VALUE, &v);
+            break;
+        case JsonMember::Kind::kNumericText:
+            v.type = jbvNumeric;
+            v.val.numeric = DatumGetNumeric(
+                DirectFunctionCall3(numeric_in, CStringGetDatum(member.text.c_str()),
+                                    ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+            pushJsonbValue(state, WJB_VALUE, &v);
+            break;
+        case JsonMember::Kind::kBool:
+            v.type = jbvBool;
+            v.val.boolean = member.flag;
+            pushJsonbValue(state, WJB_VALUE, &v);
+            break;
+        case JsonMember::Kind::kJsonb: {
+            Jsonb* nested = DatumGetJsonbP(member.jsonb);
+            v.type = jbvBinary;
+            v.val.binary.data = &nested->root;
+            v.val.binary.len = static_cast<int>(VARSIZE(nested) - VARHDRSZ);
+            pushJsonbValue(state, WJB_VALUE, &v);
+            break;
+        }
+        case JsonMember::Kind::kStrings:
+            pushJsonbValue(state, WJB_BEGIN_ARRAY, nullptr);
+            for (const std::string& element : member.strings)
+                push_string(state, WJB_ELEM, element);
+            pushJsonbValue(state, WJB_END_ARRAY, nullptr);
+            break;
+        case JsonMember::Kind::kObject:
+            pushJsonbValue(state, WJB_BEGIN_OBJECT, nullptr);
+            for (const JsonMember& child : member.members)
+                push_member(state, child);
+            pushJsonbValue(state, WJB_END_OBJECT, nullptr);
+            break;
+    }
+}
+
+[[noreturn]] void raise_overflow(HttpOverflow overflow) {
+    call_postgres([&] {
+        if (overflow == HttpOverflow::kTimestamp)
+            ereport(ERROR, (errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+                            errmsg("timestamp out of range")));
+        ereport(ERROR,
+                (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("integer out of range")));
+    });
+    throw std::logic_error("unreachable");
+}
+
+// The decision argument: a ratelimit.policy_decision row whose every field is NULL counts as
+// NULL (as SQL's IS NULL says of a row).
+DecisionView decision_argument(FunctionCallInfo fcinfo, int index) {
+    if (PG_ARGISNULL(index))
+        throw ArgumentError::null("p_decision");
+    constexpr int kFields = 11;
+    Datum values[kFields];
+    bool nulls[kFields];
+    char* policy = nullptr;
+    char* reason = nullptr;
+    call_postgres([&] {
+        HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(index);
+        TupleDesc desc =
+            lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
+        HeapTupleData tuple;
+        tuple.t_len = HeapTupleHeaderGetDatumLength(row);
+        ItemPointerSetInvalid(&tuple.t_self);
+        tuple.t_tableOid = InvalidOid;
+        tuple.t_data = row;
+        if (desc->natts != kFields)
+            elog(ERROR, "ratelimit: p_decision must be a ratelimit.policy_decision");
+        heap_deform_tuple(&tuple, desc, values, nulls);
+        if (!nulls[1])
+            policy = TextDatumGetCString(values[1]);
+        if (!nulls[8])
+            reason = TextDatumGetCString(values[8]);
+        ReleaseTupleDesc(desc);
+    });
+    bool all_null = true;
+    for (bool is_null : nulls)
+        all_null = all_null && is_null;
+    if (all_null)
+        throw ArgumentError::null("p_decision");
+    DecisionView d;
+    if (!nulls[0])
+        d.allowed = DatumGetBool(values[0]);
+    if (policy != nullptr)
+        d.policy = std::string(policy);
+    if (!nulls[2])
+        d.limit = DatumGetInt32(values[2]);
+    if (!nulls[3])
+        d.remaining = DatumGetInt32(values[3]);
+    if (!nulls[4])
+        d.retry_after_ms = DatumGetInt64(values[4]);
+    if (!nulls[5])
+        d.reset_after_ms = DatumGetInt64(values[5]);
+    if (!nulls[6])
+        d.period_ms = DatumGetInt64(values[6]);
+    if (!nulls[7])
+        d.cost = DatumGetInt32(values[7]);
+    if (reason != nullptr)
+        d.reason = std::string(reason);
+    if (!nulls[10])
+        d.decided_at = from_timestamptz(DatumGetTimestampTz(values[10]));
+    return d;
+}
+
+Datum http_headers_body(FunctionCallInfo fcinfo) {
+    const DecisionView decision = decision_argument(fcinfo, 0);
+    const ResetFormat format =
+        parse_reset_format("p_reset_format", name_argument(fcinfo, 1, "p_reset_format"));
+    return headers_jsonb(decision, format);
+}
+
+Datum http_body_body(FunctionCallInfo fcinfo) {
+    const DecisionView decision = decision_argument(fcinfo, 0);
+    const BodyShape shape = parse_body_shape("p_shape", name_argument(fcinfo, 1, "p_shape"));
+    bool is_null = false;
+    const Datum body = body_jsonb(decision, shape, &is_null);
+    if (is_null) {
+        fcinfo->isnull = true;
+        return static_cast<Datum>(0);
+    }
+    return body;
+}
+
+}  // namespace
+
+Datum jsonb_object(const std::vector<JsonMember>& members) {
+    Datum result = 0;
+    call_postgres([&] {
+        JsonbParseState* state = nullptr;
+        pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
+        for (const JsonMember& member : members)
+            push_member(&state, member);
+        JsonbValue* object = pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
+        result = JsonbPGetDatum(JsonbValueToJsonb(object));
+    });
+    return result;
+}
+
+std::vector<JsonMember> headers_members(const DecisionView& decision, ResetFormat format) {
+    HeaderList headers;
+    const HttpOverflow overflow = rate_limit_headers(decision, format, &headers);
+    if (overflow != HttpOverflow::kNone)
+        raise_overflow(overflow);
+    std::vector<JsonMember> members(headers.size());
+    for (std::size_t i = 0; i < headers.size(); ++i) {
+        members[i].name = headers[i].first;
+        if (headers[i].second) {
+            members[i].kind = JsonMember::Kind::kString;
+            members[i].text = *headers[i].second;
+        }
+    }
+    return members;
+}
+
+Datum headers_jsonb(const DecisionView& decision, ResetFormat format) {
+    return jsonb_object(headers_members(decision, format));
+}
+
+std::vector<JsonMember> body_members(const DecisionView& decision, BodyShape shape, bool* is_null) {
+    bool denied = false;
+    std::vector<BodyField> fields;
+    const HttpOverflow overflow = rate_limit_body(decision, shape, &denied, &fields);
+    if (overflow != HttpOverflow::kNone)
+        raise_overflow(overflow);
+    *is_null = !denied;
+    std::vector<JsonMember> members(denied ? fields.size() : 0);
+    for (std::size_t i = 0; i < fields.size(); ++i) {
+        members[i].name = fields[i].name;
+        if (fields[i].text) {
+            members[i].kind = JsonMember::Kind::kString;
+            members[i].text = *fields[i].text;
+        } else if (fields[i].number) {
+            members[i].kind = JsonMember::Kind::kNumber;
+            members[i].number = *fields[i].number;
+        }
+    }
+    return members;
+}
+
+Datum body_jsonb(const DecisionView& decision, BodyShape shape, bool* is_null) {
+    const std::vector<JsonMember> members = body_members(decision, shape, is_null);
+    return *is_null ? static_cast<Datum>(0) : jsonb_object(members);
+}
+
+}  // namespace ratelimit::pg
+
+RATELIMIT_SQL_FUNCTION(ratelimit_http_headers, ratelimit::pg::http_headers_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_http_body, ratelimit::pg::http_body_body)
