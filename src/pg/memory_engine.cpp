@@ -58,6 +58,9 @@ constexpr const char* kTrancheName = "ratelimit memory engine";
 constexpr const char* kStateFile = "pg_stat/ratelimit_memory.state";
 constexpr const char* kStateTempFile = "pg_stat/ratelimit_memory.state.tmp";
 constexpr std::uint32_t kFileMagic = 0x524C4D53;  // "RLMS"
+// Still 1: the state words added to a slot since (a bucket's measured limit and period, gcra's
+// last write) are zero in older files, which the core reads as "measured in the limit asked
+// for", so those files load as they are.
 constexpr std::uint32_t kFileVersion = 1;
 
 struct FileHeader {

@@ -404,15 +404,21 @@ Datum answer_datum(FunctionCallInfo fcinfo, const PolicyCall& call, const Policy
     nulls[6] = !answer.period.has_value();
     values[6] = Int64GetDatum((answer.period.value_or(0) + 500) / 1000);
     values[7] = Int32GetDatum(static_cast<std::int32_t>(answer.cost));
-    values[8] = text_datum(reason_name(answer.reason));
     values[10] = TimestampTzGetDatum(to_timestamptz(now));
-    std::vector<Datum> shadow;
-    for (std::size_t request : answer.shadow_denied)
-        shadow.push_back(text_datum(call.policies[request].rule->name));
+    const char* reason = reason_name(answer.reason);
+    const std::size_t shadow_count = answer.shadow_denied.size();
     Datum result = 0;
+    // One guarded section builds the row: every value is a plain C value by now.
     call_postgres([&] {
-        values[9] = PointerGetDatum(construct_array(shadow.data(), static_cast<int>(shadow.size()),
-                                                    TEXTOID, -1, false, TYPALIGN_INT));
+        values[8] = CStringGetTextDatum(reason);
+        Datum* shadow = static_cast<Datum*>(palloc(sizeof(Datum) * (shadow_count + 1)));
+        for (std::size_t i = 0; i < shadow_count; ++i) {
+            const std::string& name = call.policies[answer.shadow_denied[i]].rule->name;
+            shadow[i] = PointerGetDatum(
+                cstring_to_text_with_len(name.data(), static_cast<int>(name.size())));
+        }
+        values[9] = PointerGetDatum(construct_array(shadow, static_cast<int>(shadow_count), TEXTOID,
+                                                    -1, false, TYPALIGN_INT));
         PolicyCallSite* site = policy_call_site(fcinfo);
         result = HeapTupleGetDatum(heap_form_tuple(site->decision, values, nulls));
     });
