@@ -10,6 +10,7 @@ CORE_OBJS = \
 	src/core/algorithms.o \
 	src/core/engine.o \
 	src/core/http_fields.o \
+	src/core/instant_text.o \
 	src/core/identity.o \
 	src/core/key_hash.o \
 	src/core/memory_store.o \

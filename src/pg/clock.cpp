@@ -3,6 +3,12 @@
 #include <cstdlib>
 
 #include "pg/guard.hpp"
+#include "ratelimit/instant_text.hpp"
+
+extern "C" {
+#include "pgtime.h"
+#include "utils/datetime.h"
+}
 
 namespace ratelimit::pg {
 
@@ -25,22 +31,30 @@ bool check_test_clock(char** newval, void** extra, GucSource) {
         *extra = nullptr;
         return true;
     }
-    MemoryContext caller_context = CurrentMemoryContext;
-    volatile bool parsed = false;
-    volatile TimestampTz value = 0;
-    PG_TRY();
-    {
-        value = DatumGetTimestampTz(DirectFunctionCall3(timestamptz_in, CStringGetDatum(*newval),
-                                                        ObjectIdGetDatum(InvalidOid),
-                                                        Int32GetDatum(-1)));
-        parsed = true;
+    // Read by the core, never by raising: a check hook must answer, and an error caught here
+    // could not be cleaned up without a subtransaction.
+    const std::optional<InstantText> text = parse_instant_text(*newval);
+    bool parsed = text.has_value();
+    TimestampTz value = 0;
+    if (parsed) {
+        Micros unix_micros = text->local;
+        if (text->offset_seconds) {
+            unix_micros -= static_cast<Micros>(*text->offset_seconds) * kMicrosPerSecond;
+        } else if (session_timezone != nullptr) {
+            // Local time in the session's zone; PostgreSQL's offset counts seconds west of UTC.
+            struct pg_tm tm;
+            memset(&tm, 0, sizeof tm);
+            tm.tm_year = text->year;
+            tm.tm_mon = text->month;
+            tm.tm_mday = text->day;
+            tm.tm_hour = text->hour;
+            tm.tm_min = text->minute;
+            tm.tm_sec = text->second;
+            unix_micros += static_cast<Micros>(DetermineTimeZoneOffset(&tm, session_timezone)) *
+                           kMicrosPerSecond;
+        }
+        value = to_timestamptz(unix_micros);
     }
-    PG_CATCH();
-    {
-        MemoryContextSwitchTo(caller_context);
-        FlushErrorState();
-    }
-    PG_END_TRY();
     // Years 1970 to 9999: every window added to it stays a valid timestamptz.
     if (!parsed || value < to_timestamptz(0) || value > to_timestamptz(kLatestTestClock)) {
         GUC_check_errdetail(

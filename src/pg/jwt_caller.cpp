@@ -1,17 +1,157 @@
 #include "pg/jwt_caller.hpp"
 
+#include <algorithm>
+
 #include "pg/guard.hpp"
 
+extern "C" {
+#include "common/jsonapi.h"
+#include "mb/pg_wchar.h"
+}
+
 namespace ratelimit::pg {
+namespace {
+
+// What the parser's callbacks collect: plain values only (they run inside call_postgres()).
+struct ClaimsScan {
+    int depth = 0;
+    bool top_is_object = false;
+    bool in_sub = false;  // the next value at depth 1 is "sub"'s
+    SubClaim::Kind kind = SubClaim::Kind::kAbsent;
+    char* text = nullptr;  // palloc'd, when kind is kString
+};
+
+#if PG_VERSION_NUM >= 160000
+#define CLAIMS_ACTION_RESULT JsonParseErrorType
+#define CLAIMS_ACTION_DONE return JSON_SUCCESS
+#else
+#define CLAIMS_ACTION_RESULT void
+#define CLAIMS_ACTION_DONE return
+#endif
+
+// A value that is an object or an array: if it is "sub"'s, sub is neither a string nor null.
+void nested_value(ClaimsScan* scan) {
+    if (scan->depth == 1 && scan->in_sub) {
+        scan->kind = SubClaim::Kind::kOtherValue;
+        scan->in_sub = false;
+    }
+}
+
+CLAIMS_ACTION_RESULT on_object_start(void* state) {
+    auto* scan = static_cast<ClaimsScan*>(state);
+    if (scan->depth == 0)
+        scan->top_is_object = true;
+    nested_value(scan);
+    ++scan->depth;
+    CLAIMS_ACTION_DONE;
+}
+
+CLAIMS_ACTION_RESULT on_array_start(void* state) {
+    auto* scan = static_cast<ClaimsScan*>(state);
+    nested_value(scan);
+    ++scan->depth;
+    CLAIMS_ACTION_DONE;
+}
+
+CLAIMS_ACTION_RESULT on_end(void* state) {
+    --static_cast<ClaimsScan*>(state)->depth;
+    CLAIMS_ACTION_DONE;
+}
+
+CLAIMS_ACTION_RESULT on_field_start(void* state, char* name, bool) {
+    auto* scan = static_cast<ClaimsScan*>(state);
+    if (scan->depth == 1)
+        scan->in_sub = strcmp(name, "sub") == 0;
+    CLAIMS_ACTION_DONE;
+}
+
+CLAIMS_ACTION_RESULT on_scalar(void* state, char* token, JsonTokenType type) {
+    auto* scan = static_cast<ClaimsScan*>(state);
+    if (scan->depth == 1 && scan->in_sub) {
+        scan->in_sub = false;
+        scan->text = nullptr;
+        if (type == JSON_TOKEN_STRING) {
+            scan->kind = SubClaim::Kind::kString;
+            scan->text = token;
+        } else if (type == JSON_TOKEN_NULL) {
+            scan->kind = SubClaim::Kind::kNull;
+        } else {
+            scan->kind = SubClaim::Kind::kOtherValue;
+        }
+    }
+    CLAIMS_ACTION_DONE;
+}
+
+// Claims nested deeper than this are refused before parsing: PostgreSQL's parser recurses per
+// level and would stop on its stack depth limit (an error that names no setting).
+constexpr int kMaxClaimsDepth = 512;
+
+// The deepest nesting of objects and arrays in `json`, outside strings.
+int nesting_depth(const char* json) {
+    int depth = 0;
+    int deepest = 0;
+    bool in_string = false;
+    for (const char* c = json; *c != '\0'; ++c) {
+        if (in_string) {
+            if (*c == '\\' && c[1] != '\0')
+                ++c;
+            else if (*c == '"')
+                in_string = false;
+        } else if (*c == '"') {
+            in_string = true;
+        } else if (*c == '{' || *c == '[') {
+            deepest = std::max(deepest, ++depth);
+        } else if (*c == '}' || *c == ']') {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
+// What request.jwt.claims says of "sub", by PostgreSQL's JSON parser, which reports malformed
+// input as a result instead of raising it. PostgreSQL code: call inside call_postgres().
+void scan_claims(const char* claims, ClaimsScan* scan) {
+    if (nesting_depth(claims) > kMaxClaimsDepth) {
+        scan->top_is_object = false;
+        return;
+    }
+    JsonLexContext* lex = makeJsonLexContextCstringLen(
+        const_cast<char*>(claims), static_cast<int>(strlen(claims)), GetDatabaseEncoding(), true);
+    JsonSemAction actions;
+    memset(&actions, 0, sizeof actions);
+    actions.semstate = scan;
+    actions.object_start = on_object_start;
+    actions.object_end = on_end;
+    actions.array_start = on_array_start;
+    actions.array_end = on_end;
+    actions.object_field_start = on_field_start;
+    actions.scalar = on_scalar;
+    if (pg_parse_json(lex, &actions) != JSON_SUCCESS)
+        scan->top_is_object = false;
+}
+
+}  // namespace
 
 std::optional<Uuid> jwt_caller() {
     const char* claim_sub = nullptr;
     const char* claims = nullptr;
+    ClaimsScan scan;
     call_postgres([&] {
         claim_sub = GetConfigOption("request.jwt.claim.sub", true, false);
         claims = GetConfigOption("request.jwt.claims", true, false);
+        // The claims matter only when the older single-claim setting is empty.
+        if ((claim_sub == nullptr || claim_sub[0] == '\0') && claims != nullptr &&
+            claims[0] != '\0')
+            scan_claims(claims, &scan);
     });
-    return resolve_caller(claim_sub, claims);
+    std::optional<SubClaim> sub;
+    if (claims != nullptr && claims[0] != '\0') {
+        sub.emplace();
+        sub->kind = scan.top_is_object ? scan.kind : SubClaim::Kind::kNotAnObject;
+        if (scan.text != nullptr)
+            sub->text = scan.text;
+    }
+    return resolve_caller(claim_sub, sub);
 }
 
 }  // namespace ratelimit::pg
