@@ -40,19 +40,31 @@ PG_OBJS = \
 	src/pg/state_engines.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 
-# sql/ratelimit--0.1.0.sql is the first released version; each later version's install script
-# is that file followed by the upgrade scripts up to it, concatenated here (build/), so every
-# object has one source. Released scripts are never edited: changes go in a new upgrade script.
-BASE_VERSION = 0.1.0
-UPGRADE_CHAIN = sql/$(EXTENSION)--0.1.0--0.2.0.sql sql/$(EXTENSION)--0.2.0--0.3.0.sql \
-	sql/$(EXTENSION)--0.3.0--0.4.0.sql sql/$(EXTENSION)--0.4.0--0.5.0.sql \
-	sql/$(EXTENSION)--0.5.0--0.6.0.sql
-DATA = sql/$(EXTENSION)--$(BASE_VERSION).sql $(wildcard sql/$(EXTENSION)--*--*.sql)
+# The install script of the current version is built from sql/install/, the current definitions
+# in files named by what they hold, concatenated in this order (each runs after what it uses).
+# Upgrade scripts sql/ratelimit--A--B.sql hold only changes; sql/ratelimit--0.1.0.sql is the
+# first released version's full script, from which PostgreSQL installs any older version
+# (CREATE EXTENSION ratelimit VERSION '0.x.0') through the chain. Released scripts are never
+# edited; sql/upgrade.sql checks that an upgraded install equals a fresh one.
+INSTALL_SOURCES = \
+	sql/install/schema_and_clock.sql \
+	sql/install/drop_in_game_backend.sql \
+	sql/install/drop_in_endpoints.sql \
+	sql/install/drop_in_sliding_window.sql \
+	sql/install/state_tables.sql \
+	sql/install/native_api.sql \
+	sql/install/memory_engine.sql \
+	sql/install/policies.sql \
+	sql/install/observability.sql \
+	sql/install/presets.sql \
+	sql/install/cleanup.sql \
+	sql/install/privileges.sql
+DATA = sql/$(EXTENSION)--0.1.0.sql $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = build/$(EXTENSION)--$(EXTVERSION).sql
 
 # pg_regress: sql/<name>.sql against expected/<name>.out.
-REGRESS = regress_setup seed000_check_rate_limit error_guard test_clock seed002_increment_rate_limit \
-	seed004_check_rate_limit upgrade
+REGRESS = regress_setup rpc_limits error_guard test_clock endpoint_limits sliding_window_limits \
+	upgrade
 
 WARNINGS = -Wall -Wextra -Werror -Wno-register
 PG_CONFIG ?= pg_config
@@ -70,10 +82,10 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-build/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION)--$(BASE_VERSION).sql $(UPGRADE_CHAIN) $(EXTENSION).control
+build/$(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_SOURCES) $(EXTENSION).control
 	@mkdir -p build
-	{ cat sql/$(EXTENSION)--$(BASE_VERSION).sql; \
-	  for script in $(UPGRADE_CHAIN); do echo; grep -v '^\\echo Use ' "$$script"; done; } > $@
+	{ printf '%s\n' '\echo Use "CREATE EXTENSION $(EXTENSION)" to load this file. \quit'; \
+	  for source in $(INSTALL_SOURCES); do echo; cat "$$source"; done; } > $@
 
 # Core unit tests (GoogleTest). The core builds without any PostgreSQL header.
 UNIT_CXXFLAGS = -std=c++17 $(WARNINGS) -O1 -g -Iinclude

@@ -1,17 +1,17 @@
 # shellcheck shell=bash
-# Shared machinery of the benchmarks (bench/seedNNN.sh). Source it from the repository root.
-# A benchmark, not a test: a seed script fails only when the benchmark itself is broken (a
+# Shared machinery of the benchmarks (bench/*.sh). Source it from the repository root.
+# A benchmark, not a test: a benchmark script fails only when the benchmark itself is broken (a
 # pgbench error, a failed transaction, a call that was not counted), never on a timing.
 #
-#   bench_init SEED             settings; SEED names bench/SEED/*.sql and bench/results/SEED*
+#   bench_init NAME             settings; NAME names bench/NAME/*.sql and bench/results/NAME*
 #   bench_start                 build and start a cluster (unless bench/run.sh already did),
-#                               then a fresh database set up by bench/SEED/setup.sql
+#                               then a fresh database set up by bench/NAME/setup.sql
 #   bench_case NAME SCRIPT [TABLE COLUMN FILTER]
-#                               a warm-up and a measured pgbench run of bench/SEED/SCRIPT
+#                               a warm-up and a measured pgbench run of bench/NAME/SCRIPT
 #   bench_table_header, table_row LABEL NAME [REFERENCE]
 #                               the markdown ratio table
 #   bench_finish TITLE CASE_NOTE NOTES_FUNCTION COUNTED_TITLE TABLE
-#                               prints the table, writes bench/results/SEED.md, drops the database
+#                               prints the table, writes bench/results/NAME.md, drops the database
 #
 # Environment: BENCH_SECONDS (measured seconds per case, default 15), BENCH_WARMUP_SECONDS
 # (warm-up seconds per case, default 3), BENCH_NO_BUILD (set: measure the extension already
@@ -26,15 +26,15 @@ declare -A counted  # case name -> "N calls, S counted in R rows"
 counted_names=()    # cases with a count check, in run order
 
 bench_init() {
-    bench_seed="$1"
+    bench_name="$1"
     seconds="${BENCH_SECONDS:-15}"
     warmup_seconds="${BENCH_WARMUP_SECONDS:-3}"
-    command="${BENCH_COMMAND:-BENCH_SECONDS=$seconds BENCH_WARMUP_SECONDS=$warmup_seconds bash bench/$bench_seed.sh}"
+    command="${BENCH_COMMAND:-BENCH_SECONDS=$seconds BENCH_WARMUP_SECONDS=$warmup_seconds bash bench/$bench_name.sh}"
     clients=8
     pgbench_options=(-n -M prepared -c "$clients" -j "$clients")
     database=ratelimit_bench
     # Every pgbench output, kept for inspection (bench/results/ is git-ignored).
-    logs="bench/results/$bench_seed"
+    logs="bench/results/$bench_name"
 }
 
 bench_build() {
@@ -62,7 +62,7 @@ bench_start() {
     rm -rf "$logs"
     mkdir -p "$logs"
     psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $database" >/dev/null
-    psql -X -q -v ON_ERROR_STOP=1 -d "$database" -f "bench/$bench_seed/setup.sql" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -d "$database" -f "bench/$bench_name/setup.sql" >/dev/null
     server_version="$(psql -X -A -t -d "$database" -c "SHOW server_version")"
 }
 
@@ -71,17 +71,17 @@ bench_start() {
 # also reported on their own line. Either means the script is broken: stop with the log.
 pgbench_run() {
     local log="$logs/$1.log"
-    if ! pgbench "${pgbench_options[@]}" -T "$3" -f "bench/$bench_seed/$2" "$database" >"$log" 2>&1 ||
+    if ! pgbench "${pgbench_options[@]}" -T "$3" -f "bench/$bench_name/$2" "$database" >"$log" 2>&1 ||
         grep -q "aborted" "$log" ||
         grep -q "^number of failed transactions: [1-9]" "$log"; then
-        echo "$bench_seed: pgbench run $1 failed:" >&2
+        echo "$bench_name: pgbench run $1 failed:" >&2
         cat "$log" >&2
         exit 1
     fi
     run_tps="$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$log")"
     run_transactions="$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$log")"
     if [ -z "$run_tps" ] || [ -z "$run_transactions" ]; then
-        echo "$bench_seed: cannot read the results of pgbench run $1:" >&2
+        echo "$bench_name: cannot read the results of pgbench run $1:" >&2
         cat "$log" >&2
         exit 1
     fi
@@ -93,7 +93,7 @@ pgbench_run() {
 # anonymous) would make the case measure something else.
 bench_case() {
     local name="$1" script="$2" table="${3:-}" column="${4:-}" filter="${5:-}"
-    echo "$bench_seed: $name (${warmup_seconds}s warm-up, ${seconds}s measured)"
+    echo "$bench_name: $name (${warmup_seconds}s warm-up, ${seconds}s measured)"
     psql -X -q -d "$database" -c "CHECKPOINT"
     pgbench_run "$name-warmup" "$script" "$warmup_seconds"
     local calls="$run_transactions"
@@ -108,7 +108,7 @@ bench_case() {
         counted[$name]="$calls calls, $sum counted in $rows rows"
         counted_names+=("$name")
         if [ "$sum" -ne "$calls" ]; then
-            echo "$bench_seed: $name counted $sum calls but pgbench made $calls" >&2
+            echo "$bench_name: $name counted $sum calls but pgbench made $calls" >&2
             exit 1
         fi
     fi
@@ -125,7 +125,7 @@ bench_table_header() {
 }
 
 # table_row LABEL NAME [REFERENCE]: REFERENCE is the plpgsql case this one compares with.
-# Every seed measures its floor as case select1.
+# Every benchmark that uses it measures its floor as case select1.
 table_row() {
     local label="$1" name="$2" reference="${3:-}" versus="—"
     if [ -n "$reference" ]; then
@@ -136,7 +136,7 @@ table_row() {
 }
 
 # bench_finish TITLE CASE_NOTE NOTES_FUNCTION COUNTED_TITLE TABLE: CASE_NOTE ends the "Each
-# case" line (empty, or "; ..."); NOTES_FUNCTION prints the seed's own "- ..." lines.
+# case" line (empty, or "; ..."); NOTES_FUNCTION prints the benchmark's own "- ..." lines.
 bench_finish() {
     local title="$1" case_note="$2" notes="$3" counted_title="$4" table="$5"
     echo
@@ -150,16 +150,16 @@ bench_finish() {
         echo "- PostgreSQL: $server_version"
         echo "- nproc: $(nproc) (pgbench and the server share these CPUs)"
         echo "- Command: \`$command\`"
-        echo "- Each case: \`pgbench ${pgbench_options[*]} -T $seconds -f bench/$bench_seed/<case>.sql $database\`" \
+        echo "- Each case: \`pgbench ${pgbench_options[*]} -T $seconds -f bench/$bench_name/<case>.sql $database\`" \
             "after a ${warmup_seconds}s warm-up run of the same script$case_note"
         echo "- Server: shared_buffers = 512MB, max_wal_size = 4GB, fsync and synchronous_commit" \
             "at their defaults (on); CHECKPOINT before each case"
         if [ -n "${BENCH_SHARED_CLUSTER:-}" ]; then
-            echo "- Cluster: one server for every seed of \`bash bench/run.sh\`, run one after" \
-                "the other, each seed in a fresh database dropped when it ends"
+            echo "- Cluster: one server for every benchmark of \`bash bench/run.sh\`, run one after" \
+                "the other, each in a fresh database dropped when it ends"
         fi
         "$notes"
-        echo "- pgbench outputs: bench/results/$bench_seed/"
+        echo "- pgbench outputs: bench/results/$bench_name/"
         echo
         echo "$table"
         echo
@@ -169,11 +169,11 @@ bench_finish() {
         for name in "${counted_names[@]}"; do
             echo "- $name: ${counted[$name]}"
         done
-    } >"bench/results/$bench_seed.md"
+    } >"bench/results/$bench_name.md"
     echo
-    echo "$bench_seed: written to bench/results/$bench_seed.md"
+    echo "$bench_name: written to bench/results/$bench_name.md"
 
-    # On a shared server the next seed must not find this seed's tables (autovacuum would work
+    # On a shared server the next benchmark must not find this one's tables (autovacuum would work
     # on them during its runs); on a throwaway one this costs nothing.
     psql -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE $database" >/dev/null
 }

@@ -30,7 +30,7 @@ choose keysets BENCH_KEYS "${BENCH_KEYS:-hot 100k}" hot 100k
 choose clients_list BENCH_CLIENTS "${BENCH_CLIENTS:-1 8 32}" $(seq 1 256)
 
 bench_init native
-# 144 cases by default: shorter runs than the seeds' keep the pass near 22 minutes. To look
+# 144 cases by default: shorter runs than the drop-ins' keep the pass near 22 minutes. To look
 # closer at some cases, select them with the filters and give them a longer BENCH_SECONDS.
 seconds="${BENCH_SECONDS:-5}"
 warmup_seconds="${BENCH_WARMUP_SECONDS:-2}"

@@ -3,9 +3,12 @@
 \echo
 \echo '== CREATE EXTENSION ratelimit'
 CREATE EXTENSION ratelimit;
+-- A fresh install has no policies: load the apps' limits, which ship as presets.
+SELECT * FROM ratelimit.presets();
+SELECT preset, ratelimit.load_preset(preset) AS rows_written FROM ratelimit.presets();
 
 \echo
-\echo '== Seed 000: check_rate_limit for the JWT caller (as PostgREST sets it), login: 5 per 15 minutes'
+\echo '== Per-RPC limits: check_rate_limit for the JWT caller (as PostgREST sets it), login: 5 per 15 minutes'
 SET request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 SELECT n AS call,
        check_rate_limit(p_rpc_name => 'login-with-username-pin',
@@ -13,7 +16,7 @@ SELECT n AS call,
 FROM generate_series(1, 7) AS n;
 
 \echo
-\echo '== One row per (user, rpc): denied calls are counted too, as in the seed'
+\echo '== One row per (user, rpc): denied calls are counted too'
 SELECT user_id, rpc_name, call_count, window_start FROM rpc_rate_limits;
 
 \echo
@@ -24,7 +27,7 @@ SELECT rpc_name, call_count, window_start FROM rpc_rate_limits;
 RESET ratelimit.test_clock;
 
 \echo
-\echo '== No identity (anon key): allowed and not counted, like the seed'
+\echo '== No identity (anon key): allowed and not counted'
 RESET request.jwt.claims;
 SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 20, p_window_minutes => 1) AS allowed;
 
@@ -43,19 +46,19 @@ SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 20, p_wind
 RESET request.jwt.claims;
 
 \echo
-\echo '== Seed 002: increment_rate_limit, 50 tasks per hour in batches (denied batches count too)'
+\echo '== Hourly endpoint limits: increment_rate_limit, 50 tasks per hour in batches (denied batches count too)'
 SELECT n AS batch, increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 20) AS result
 FROM generate_series(1, 3) AS n;
 
 \echo
-\echo '== Seed 004: sliding window, 3 per minute per key; a denied call changes nothing'
+\echo '== Sliding-window limits: check_rate_limit(p_key, ...), 3 per minute per key; a denied call changes nothing'
 SELECT 1 AS call, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60)
 UNION ALL SELECT 2, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60)
 UNION ALL SELECT 3, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60)
 UNION ALL SELECT 4, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60);
 
 \echo
-\echo '== Seed 004 tiers (global 1000/min, IP 5/min, email 3/hour): the 4th request for one email is denied, no tier charged'
+\echo '== Sliding-window tiers, check_rate_limit_tiers (global 1000/min, IP 5/min, email 3/hour): the 4th request for one email is denied, no tier charged'
 SELECT n AS request, r.* FROM generate_series(1, 4) AS n,
        LATERAL check_rate_limit_tiers('203.0.113.' || n,
                                       CASE WHEN n % 2 = 0 THEN 'Alice@Example.com' ELSE 'alice@example.com' END) AS r;

@@ -2,7 +2,8 @@
 -- extension's SPI calls both reach the client as ordinary ERRORs with their own SQLSTATE,
 -- the backend survives, and the next call works.
 
--- Where Supabase's auth.users exists, rpc_rate_limits.user_id references it (seed 000).
+-- Where Supabase's auth.users exists, rpc_rate_limits.user_id references it (as in the game
+-- backend).
 CREATE SCHEMA auth;
 CREATE TABLE auth.users (id uuid PRIMARY KEY);
 INSERT INTO auth.users VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11');

@@ -1,9 +1,9 @@
--- ratelimit 0.1.0 -> 0.2.0: seed 002's increment_rate_limit, seed 004's sliding-window
+-- ratelimit 0.1.0 -> 0.2.0: the hourly endpoint limits' increment_rate_limit, the orphaned-user cleanup's sliding-window
 -- check_rate_limit and its three tiers, their cleanups, and cleanup scheduling on pg_cron.
 \echo Use "ALTER EXTENSION ratelimit UPDATE TO '0.2.0'" to load this file. \quit
 
 ------------------------------------------------------------------------------------------------
--- Seed 002: one row per (user_id, endpoint, window), windows aligned to multiples of their
+-- The hourly endpoint limits: one row per (user_id, endpoint, window), windows aligned to multiples of their
 -- length; every call adds its batch size, allowed or not.
 ------------------------------------------------------------------------------------------------
 
@@ -22,7 +22,7 @@ CREATE TABLE @extschema@.rate_limits (
 CREATE INDEX rate_limits_expires_at_idx ON @extschema@.rate_limits (expires_at);
 
 COMMENT ON TABLE @extschema@.rate_limits IS
-    'ratelimit: seed 002 counters, one row per (user_id, endpoint, aligned window); written only through increment_rate_limit';
+    'ratelimit: hourly endpoint limit counters, one row per (user_id, endpoint, aligned window); written only through increment_rate_limit';
 
 ALTER TABLE @extschema@.rate_limits ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON TABLE @extschema@.rate_limits FROM PUBLIC;
@@ -39,7 +39,7 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rl_increment_rate_limit';
 
 COMMENT ON FUNCTION @extschema@.increment_rate_limit(uuid, text, integer, integer, integer) IS
-    'ratelimit: seed 002 atomic increment; returns {allowed, current, limit, retryAfter}';
+    'ratelimit: hourly endpoint limit, atomic increment; returns {allowed, current, limit, retryAfter}';
 
 -- Deletes windows that have ended; returns how many rows went.
 CREATE FUNCTION @extschema@.cleanup_expired_rate_limits()
@@ -60,8 +60,8 @@ COMMENT ON FUNCTION @extschema@.cleanup_expired_rate_limits() IS
     'ratelimit: deletes rate_limits windows that have ended';
 
 ------------------------------------------------------------------------------------------------
--- Seed 004: per-second buckets, a true sliding window; only allowed calls are recorded.
--- (Seed 004 named its table rate_limits too; seed 002's owns that name here.)
+-- The sliding-window limits: per-second buckets, a true sliding window; only allowed calls are recorded.
+-- (The cleanup flow named its table rate_limits too; the endpoint limits own that name here.)
 ------------------------------------------------------------------------------------------------
 
 CREATE TABLE @extschema@.rate_limit_buckets (
@@ -77,13 +77,13 @@ CREATE TABLE @extschema@.rate_limit_buckets (
 CREATE INDEX rate_limit_buckets_bucket_time_idx ON @extschema@.rate_limit_buckets (bucket_time);
 
 COMMENT ON TABLE @extschema@.rate_limit_buckets IS
-    'ratelimit: seed 004 per-second buckets; written only through check_rate_limit(p_key, ...)';
+    'ratelimit: sliding-window per-second buckets; written only through check_rate_limit(p_key, ...)';
 
 ALTER TABLE @extschema@.rate_limit_buckets ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON TABLE @extschema@.rate_limit_buckets FROM PUBLIC;
 
--- Seed 000's check_rate_limit(text, integer, integer) already has this name and these three
--- argument types, so seed 004's takes a trailing p_cost with a default: PostgREST's
+-- The per-RPC check_rate_limit(text, integer, integer) already has this name and these three
+-- argument types, so the sliding-window one takes a trailing p_cost with a default: PostgREST's
 -- named-argument calls resolve to the right one by parameter names.
 CREATE FUNCTION @extschema@.check_rate_limit(
     p_key text,
@@ -96,9 +96,9 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rl_check_rate_limit_buckets';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit(text, integer, integer, integer) IS
-    'ratelimit: seed 004 sliding-window check of p_key; a denied call changes nothing';
+    'ratelimit: sliding-window check of p_key; a denied call changes nothing';
 
--- Seed 004's three tiers as one all-or-nothing decision: IP and email are trimmed (the email
+-- The cleanup flow's three tiers as one all-or-nothing decision: IP and email are trimmed (the email
 -- also lower-cased) and hashed with SHA-256 in the database, never stored in clear.
 CREATE FUNCTION @extschema@.check_rate_limit_tiers(
     p_ip text,
@@ -116,7 +116,7 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rl_check_rate_limit_tiers';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer) IS
-    'ratelimit: seed 004 global -> IP -> email tiers in one all-or-nothing call';
+    'ratelimit: global -> IP -> email tiers in one all-or-nothing call';
 
 -- Deletes buckets that no longer count for the longest window in use; returns how many.
 CREATE FUNCTION @extschema@.cleanup_old_rate_limit_buckets()
@@ -213,8 +213,8 @@ END
 $$;
 
 ------------------------------------------------------------------------------------------------
--- Privileges. An authenticated user may only spend its own seed-002 quota (the function checks
--- p_user_id against the JWT sub); seed 004's keys are chosen by the caller, so only trusted
+-- Privileges. An authenticated user may only spend its own endpoint quota (the function checks
+-- p_user_id against the JWT sub); the sliding-window keys are chosen by the caller, so only trusted
 -- roles may check them; cleanup and scheduling are for administrators.
 ------------------------------------------------------------------------------------------------
 

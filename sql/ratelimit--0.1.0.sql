@@ -2,7 +2,7 @@
 -- this file followed by the upgrade scripts (the Makefile concatenates them), so each object has
 -- one source and a fresh install equals an upgraded one.
 --
--- Layout: the seed-compatible surfaces (check_rate_limit, rpc_rate_limits, ...) go into the
+-- Layout: the drop-in surfaces (check_rate_limit, rpc_rate_limits, ...) go into the
 -- schema CREATE EXTENSION installs into (public by default, where PostgREST looks); everything
 -- native lives in schema ratelimit.
 \echo Use "CREATE EXTENSION ratelimit" to load this file. \quit
@@ -17,7 +17,7 @@ LANGUAGE c VOLATILE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'rl_clock_now';
 
 ------------------------------------------------------------------------------------------------
--- Seed 000: one row per (user_id, rpc_name); the window restarts at the first call after it
+-- The game backend's per-RPC limits: one row per (user_id, rpc_name); the window restarts at the first call after it
 -- has lasted longer than p_window_minutes.
 ------------------------------------------------------------------------------------------------
 
@@ -35,13 +35,13 @@ CREATE TABLE @extschema@.rpc_rate_limits (
 ) WITH (fillfactor = 70);
 
 COMMENT ON TABLE @extschema@.rpc_rate_limits IS
-    'ratelimit: seed 000 counters, one row per (user_id, rpc_name); written only through check_rate_limit';
+    'ratelimit: per-RPC limit counters, one row per (user_id, rpc_name); written only through check_rate_limit';
 
 -- Counters are written by the extension's functions only: no direct access for API roles.
 ALTER TABLE @extschema@.rpc_rate_limits ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON TABLE @extschema@.rpc_rate_limits FROM PUBLIC;
 
--- As in the seed, a user's counters go when the user does, where Supabase's auth.users exists.
+-- As in the original function, a user's counters go when the user does, where Supabase's auth.users exists.
 DO $$
 BEGIN
     IF pg_catalog.to_regclass('auth.users') IS NOT NULL THEN
@@ -63,7 +63,7 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rl_check_rate_limit';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit(text, integer, integer) IS
-    'ratelimit: seed 000 check for the JWT caller (auth.uid()); true = allowed; anonymous callers are allowed';
+    'ratelimit: per-RPC check for the JWT caller (auth.uid()); true = allowed; anonymous callers are allowed';
 
 CREATE FUNCTION @extschema@.check_rate_limit_for_user(
     p_user_id uuid,
@@ -76,7 +76,7 @@ SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'rl_check_rate_limit_for_user';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit_for_user(uuid, text, integer, integer) IS
-    'ratelimit: seed 000 check for an explicit user id (trusted callers only)';
+    'ratelimit: per-RPC check for an explicit user id (trusted callers only)';
 
 -- Deletes rows whose window ended more than p_older_than ago: they no longer count (the next
 -- call would restart them) and nobody has called since. Returns how many rows went.

@@ -44,16 +44,52 @@ LANGUAGE sql AS $$
 $$;
 CREATE TEMP TABLE upgraded AS SELECT item FROM pg_temp.extension_shape();
 
+-- What the shape leaves out: every function's definition (its body included), and every
+-- relation's and composite type's columns, constraints, triggers, indexes and view queries.
+CREATE FUNCTION pg_temp.extension_definitions()
+RETURNS TABLE(item text)
+LANGUAGE sql AS $$
+    WITH ext AS (SELECT oid FROM pg_extension WHERE extname = 'ratelimit'),
+    members AS (SELECT classid, objid FROM pg_depend, ext
+                WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e' AND refobjid = ext.oid),
+    rels AS (SELECT objid AS oid FROM members WHERE classid = 'pg_class'::regclass
+             UNION SELECT t.typrelid FROM pg_type t JOIN members m ON m.classid = 'pg_type'::regclass
+                   AND m.objid = t.oid WHERE t.typrelid <> 0)
+    SELECT pg_get_functiondef(m.objid) FROM members m JOIN pg_proc p ON p.oid = m.objid
+    WHERE m.classid = 'pg_proc'::regclass
+    UNION ALL
+    SELECT format('%s column %s %s %s collate %s not null %s default %s', a.attrelid::regclass, a.attnum,
+                  a.attname, format_type(a.atttypid, a.atttypmod), a.attcollation, a.attnotnull,
+                  pg_get_expr(d.adbin, d.adrelid))
+    FROM pg_attribute a JOIN rels r ON r.oid = a.attrelid
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL
+    SELECT format('%s constraint %s %s', c.conrelid::regclass, c.conname, pg_get_constraintdef(c.oid))
+    FROM pg_constraint c JOIN rels r ON r.oid = c.conrelid
+    UNION ALL
+    SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN rels r ON r.oid = t.tgrelid WHERE NOT t.tgisinternal
+    UNION ALL
+    SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i JOIN rels r ON r.oid = i.indrelid
+    UNION ALL
+    SELECT format('%s view %s', c.oid::regclass, pg_get_viewdef(c.oid))
+    FROM pg_class c JOIN rels r ON r.oid = c.oid WHERE c.relkind = 'v'
+$$;
+
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit;
 CREATE TEMP TABLE fresh AS SELECT item FROM pg_temp.extension_shape();
+CREATE TEMP TABLE fresh_definitions AS SELECT item FROM pg_temp.extension_definitions();
+-- A fresh install has no policies or tiers: the apps' limits are presets, loaded on purpose.
+SELECT (SELECT count(*) FROM ratelimit.policies) AS policies, (SELECT count(*) FROM ratelimit.tiers) AS tiers;
+SELECT preset, policies, tiers FROM ratelimit.presets();
 
 SELECT count(*) > 20 AS shape_is_not_empty FROM fresh;
 SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fresh) AS u
 UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
 
--- From 0.2.0: seed 004's buckets survive, and the native API arrives.
+-- From 0.2.0: the sliding-window buckets survive, and the native API arrives.
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit VERSION '0.2.0';
 SELECT * FROM check_rate_limit(p_key => 'login', p_limit => 2, p_window_seconds => 60);
@@ -103,12 +139,20 @@ SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS
 
 -- From 0.5.0: native keys keep their counts; policies are decided natively, each in its own
 -- namespace (a native key spelled 'policy:subject' no longer reaches a policy's counter), and
--- start with fresh counters.
+-- start with fresh counters. The policies and tiers the user has stay as they are, an edited
+-- one included: the update writes none of them.
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit VERSION '0.5.0';
 SELECT * FROM ratelimit.consume('upgraded-from-0.5.0', 2, '1 minute');
 SELECT allowed, policy, remaining FROM ratelimit.check('rpc.auth', 'upgraded-user');
+UPDATE ratelimit.policies SET "limit" = 7 WHERE name = 'rpc.send-friend-request';
+SELECT (SELECT count(*) FROM ratelimit.policies) AS policies, (SELECT count(*) FROM ratelimit.tiers) AS tiers;
 ALTER EXTENSION ratelimit UPDATE;
+SELECT (SELECT count(*) FROM ratelimit.policies) AS policies, (SELECT count(*) FROM ratelimit.tiers) AS tiers;
+SELECT "limit" FROM ratelimit.policies WHERE name = 'rpc.send-friend-request';
+-- Loading the presets the rows came from: nothing to write, and the edited row is refused.
+SELECT ratelimit.load_preset('social-activity');
+SELECT ratelimit.load_preset('game-backend');
 SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
 SELECT * FROM ratelimit.consume('upgraded-from-0.5.0', 2, '1 minute');
 SELECT * FROM ratelimit.consume('upgraded-from-0.5.0', 2, '1 minute');
@@ -119,6 +163,14 @@ INSERT INTO upgraded SELECT item FROM pg_temp.extension_shape();
 SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fresh) AS u
 UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
+-- The update to the current version gives every function the body of the fresh install's, and
+-- every table the same columns, constraints, triggers and indexes.
+CREATE TEMP TABLE upgraded_definitions AS SELECT item FROM pg_temp.extension_definitions();
+SELECT count(*) > 100 AS definitions_are_not_empty FROM fresh_definitions;
+SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded_definitions EXCEPT TABLE fresh_definitions) AS u
+UNION ALL
+SELECT 'only in fresh install', item FROM (TABLE fresh_definitions EXCEPT TABLE upgraded_definitions) AS f
+ORDER BY 2, 1;
 
 RESET ratelimit.test_clock;
 DROP EXTENSION ratelimit;

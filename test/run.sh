@@ -5,8 +5,19 @@
 # stopped at the end, also when a suite fails. RELIABILITY_LONG=1 runs the longer variants.
 # This is the README's test command and what CI runs. Run as root from the repository root
 # (it installs missing packages and the built extension).
+#
+# With arguments, only the suites named run (CONTRIBUTING.md lists them), for example
+#   bash test/run.sh pgtap concurrency
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+suite_names=(format unit regress pgtap node concurrency cron lifecycle faults pgbouncer dump-restore docs fuzz)
+for wanted in "$@"; do
+    if ! printf '%s\n' "${suite_names[@]}" | grep -qxF -- "$wanted"; then
+        echo "test/run.sh: unknown suite \"$wanted\" (the suites: ${suite_names[*]})" >&2
+        exit 2
+    fi
+done
 
 scripts/install-deps.sh
 make -s -j2
@@ -24,9 +35,15 @@ cluster_start "shared_preload_libraries = 'pg_cron,ratelimit'" "cron.database_na
 passed=0
 failed=0
 failed_names=()
+# run_suite SHORT-NAME TITLE COMMAND...: runs it when no suite was named or it was.
+requested=("$@")
 run_suite() {
-    local name="$1"
-    shift
+    local short="$1"
+    local name="$2"
+    shift 2
+    if [ "${#requested[@]}" -gt 0 ] && ! printf '%s\n' "${requested[@]}" | grep -qxF -- "$short"; then
+        return 0
+    fi
     echo
     echo "=== $name"
     if "$@"; then
@@ -66,21 +83,26 @@ concurrency() {
     return $status
 }
 
-run_suite "formatting (clang-format)" make -s format-check
-run_suite "core unit tests (GoogleTest)" test/unit/core_unit_tests
-run_suite "pg_regress" regress
-run_suite "pgTAP (pg_prove)" pgtap
-run_suite "TypeScript edge helper (Node, pg)" bash test/node/run.sh
-run_suite "concurrency (libpq, real connections)" concurrency
-run_suite "pg_cron cleanup jobs (pg_prove)" cron
+run_suite format "formatting (clang-format)" make -s format-check
+run_suite unit "core unit tests (GoogleTest)" test/unit/core_unit_tests
+run_suite regress "pg_regress" regress
+run_suite pgtap "pgTAP (pg_prove)" pgtap
+run_suite node "TypeScript edge helper (Node, pg)" bash test/node/run.sh
+run_suite concurrency "concurrency (libpq, real connections)" concurrency
+run_suite cron "pg_cron cleanup jobs (pg_prove)" cron
 # Restarts, crashes and a server without the library preloaded need clusters of their own.
-run_suite "memory engine lifecycle (own clusters)" bash test/memory/lifecycle.sh
+run_suite lifecycle "memory engine lifecycle (own clusters)" bash test/memory/lifecycle.sh
 # Reliability: faults under load (terminated and killed backends, immediate stops, timeouts, a
 # full disk) and exactness through pgbouncer in transaction pooling, on clusters of their own.
-run_suite "reliability: faults under load (own cluster)" bash test/reliability/faults.sh
-run_suite "reliability: pgbouncer transaction pooling (own cluster)" bash test/reliability/pgbouncer.sh
+run_suite faults "reliability: faults under load (own cluster)" bash test/reliability/faults.sh
+run_suite pgbouncer "reliability: pgbouncer transaction pooling (own cluster)" bash test/reliability/pgbouncer.sh
+# pg_dump and pg_restore of a database using the extension, into a fresh one.
+run_suite dump-restore "dump and restore (own cluster)" bash test/dump_restore.sh
+# Every SQL example of README.md and docs/ run and its output compared; docs/reference.md
+# checked against the catalog.
+run_suite docs "documentation examples and reference (own clusters)" bash test/docs/run.sh
 # The core's decision functions under libFuzzer for FUZZ_SECONDS (60 by default; longer on demand).
-run_suite "fuzzing the core (libFuzzer, ASan, UBSan)" bash test/fuzz/run.sh
+run_suite fuzz "fuzzing the core (libFuzzer, ASan, UBSan)" bash test/fuzz/run.sh
 
 echo
 if [ "$failed" -gt 0 ]; then

@@ -1,8 +1,8 @@
-// The fixed window of seed 002: windows are aligned to multiples of their length since the
-// Unix epoch ([k*L, (k+1)*L)), so every caller agrees on where a window starts without storing
-// it. Every call adds its size to the window's counter, allowed or not (the seed's counter is
-// the traffic, its 429 shows "current 11 of 10"); a call is allowed when the counter, its own
-// size included, is within the limit.
+// The fixed window of the hourly endpoint limits (increment_rate_limit): windows are aligned to
+// multiples of their length since the Unix epoch ([k*L, (k+1)*L)), so every caller agrees on where
+// a window starts without storing it. Every call adds its size to the window's counter, allowed or
+// not (the original counter is the traffic, its 429 shows "current 11 of 10"); a call is allowed
+// when the counter, its own size included, is within the limit.
 //
 // Guarantee: in each aligned window, the calls allowed add up to at most `limit`.
 #pragma once

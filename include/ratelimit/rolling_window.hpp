@@ -1,7 +1,8 @@
-// The rolling window of seed 000: a window starts at the first call of a key and lasts
-// `length`; the first call after it has lasted longer than `length` starts a new one.
+// The rolling window of the game backend's per-RPC limits (check_rate_limit(p_rpc_name, ...)): a
+// window starts at the first call of a key and lasts `length`; the first call after it has lasted
+// longer than `length` starts a new one.
 //
-// Every call is counted, allowed or not (the seed's call_count is the number of calls in the
+// Every call is counted, allowed or not (the original call_count is the number of calls in the
 // window); a call is allowed when its own position in the window is within the limit.
 //
 // Guarantee: between two window starts at most `limit` calls are allowed, and a window restarts

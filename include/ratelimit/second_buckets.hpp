@@ -1,6 +1,7 @@
-// The sliding window of seed 004, kept as per-second buckets: a call at instant t falls in the
-// bucket of its whole second; a bucket starting at s counts at `now` while s > now - W. Only
-// allowed calls are recorded, so a denied call changes nothing.
+// The sliding window of the orphaned-user cleanup's limits (check_rate_limit(p_key, ...)), kept as
+// per-second buckets: a call at instant t falls in the bucket of its whole second; a bucket
+// starting at s counts at `now` while s > now - W. Only allowed calls are recorded, so a denied
+// call changes nothing.
 //
 // Guarantee: for every instant `now`, the calls allowed in buckets that count at `now` add up to
 // at most `limit` (so at most `limit` in any W-second span, to the second).

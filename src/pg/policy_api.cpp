@@ -568,6 +568,47 @@ Datum check_http_body(FunctionCallInfo fcinfo) {
     return jsonb_object(members);
 }
 
+// ---- a policy's key, for administrators ---------------------------------------------------------
+
+// The policy and subject of reset_policy_key and block_policy_key: a policy's counters are
+// reachable through the policy only, never through a native key.
+ResolvedPolicy policy_key_arguments(FunctionCallInfo fcinfo, const PolicyCatalog& catalog) {
+    const std::string_view name = name_argument(fcinfo, 0, "p_policy");
+    ResolvedPolicy resolved;
+    resolved.rule = catalog.policy(name);
+    if (resolved.rule == nullptr)
+        throw ArgumentError(ErrorKind::kInvalidArgument, "p_policy",
+                            "p_policy: unknown policy \"" + first_characters(name, 64) + "\"");
+    resolved.key = key_argument(fcinfo, 1, "p_key");
+    resolved.subject = resolved.rule->hash_key ? hashed_subject(resolved.key) : resolved.key;
+    call_postgres([&] { resolved.space = PointerGetDatum(PG_GETARG_TEXT_PP(0)); });
+    return resolved;
+}
+
+// ratelimit.reset_policy_key(p_policy, p_key): forgets what the policy counted for the subject.
+Datum reset_policy_key_body(FunctionCallInfo fcinfo) {
+    const Oid schema = call_schema(fcinfo);
+    const ResolvedPolicy resolved = policy_key_arguments(fcinfo, policy_catalog(schema));
+    EngineStorage storage;
+    StateEngine& engine =
+        state_engine(resolved.rule->engine, schema, "ratelimit.reset_policy_key()", storage);
+    return BoolGetDatum(engine.reset(StateKey{resolved.space, resolved.subject}));
+}
+
+// ratelimit.block_policy_key(p_policy, p_key, p_duration): denies the subject under the policy
+// until now + p_duration (an earlier block is never shortened); returns the block's end.
+Datum block_policy_key_body(FunctionCallInfo fcinfo) {
+    const Oid schema = call_schema(fcinfo);
+    const ResolvedPolicy resolved = policy_key_arguments(fcinfo, policy_catalog(schema));
+    const Micros duration = interval_argument(fcinfo, 2, "p_duration");
+    EngineStorage storage;
+    StateEngine& engine =
+        state_engine(resolved.rule->engine, schema, "ratelimit.block_policy_key()", storage);
+    const Micros now = now_checked();
+    return TimestampTzGetDatum(to_timestamptz(
+        engine.block(StateKey{resolved.space, resolved.subject}, now + duration, now)));
+}
+
 // ---- the denial log --------------------------------------------------------------------------
 
 const Oid kDenialRowTypes[] = {INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, JSONBOID};
@@ -706,3 +747,5 @@ RATELIMIT_SQL_FUNCTION(ratelimit_check, ratelimit::pg::check_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_check_all, ratelimit::pg::check_all_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_check_http, ratelimit::pg::check_http_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_decide_policies, ratelimit::pg::decide_policies_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_reset_policy_key, ratelimit::pg::reset_policy_key_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_block_policy_key, ratelimit::pg::block_policy_key_body)

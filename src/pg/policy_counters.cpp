@@ -44,7 +44,7 @@ constexpr std::size_t kNameBytes = 64;
 struct PolicyCounter {
     pg_atomic_uint32 published;  // 0: free; 1: name set, counting
     Oid database;
-    Micros since;  // the server's start, or this database's last reset_policy_stats
+    Micros since;  // the first call counted, or this database's last reset_policy_stats
     char name[kNameBytes];
     pg_atomic_uint64 allowed;
     pg_atomic_uint64 denied;
@@ -53,7 +53,6 @@ struct PolicyCounter {
 
 struct SharedCounters {
     LWLockPadded* locks;  // [0] naming counters, [1] the offenders table
-    Micros started_at;
     PolicyCounter counters[kCounterSlots];
     OffenderSlot offenders[kOffenderSlots];
 };
@@ -82,7 +81,6 @@ void start_shared_memory() {
     if (!found) {
         std::memset(static_cast<void*>(shared), 0, sizeof(SharedCounters));
         shared->locks = GetNamedLWLockTranche(kTrancheName);
-        shared->started_at = clock_now();
         for (PolicyCounter& counter : shared->counters) {
             pg_atomic_init_u32(&counter.published, 0);
             pg_atomic_init_u64(&counter.allowed, 0);
@@ -135,7 +133,7 @@ PolicyCounter* counter_of(std::string_view name) {
             if (pass == 0)
                 break;  // a free slot ends the probe: name it under the lock
             counter.database = MyDatabaseId;
-            counter.since = shared->started_at;
+            counter.since = clock_now();  // counting starts with its first call
             std::memcpy(counter.name, name.data(), name.size());
             counter.name[name.size()] = '\0';
             pg_write_barrier();
@@ -245,7 +243,7 @@ Datum text_datum(std::string_view value) {
     return result;
 }
 
-// ratelimit.policy_stats(): one row per policy counted since the server started.
+// ratelimit.policy_stats(): one row per policy this database has counted.
 Datum policy_stats_body(FunctionCallInfo fcinfo) {
     if (shared == nullptr)
         not_available();

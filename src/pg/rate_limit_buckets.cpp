@@ -1,5 +1,6 @@
-// Seed 004's surface: check_rate_limit(p_key, p_limit, p_window_seconds) over per-second
-// buckets in rate_limit_buckets, and its three tiers (global, IP, email) in one call.
+// The orphaned-user cleanup's sliding-window limits: check_rate_limit(p_key, p_limit,
+// p_window_seconds) over per-second buckets in rate_limit_buckets, and its three tiers (global, IP,
+// email) in one call.
 //
 // Exactness: a key's buckets are read and written under a transaction-scoped advisory lock on
 // the key, so concurrent callers of one key take turns and each sees every call committed
@@ -280,7 +281,7 @@ Datum hashed_key(const char* prefix, Datum value) {
 
 // check_rate_limit_tiers(p_ip, p_email, <limits and windows of each tier>)
 //   RETURNS TABLE(allowed, denied_tier, retry_after, global_count, ip_count, email_count)
-// Seed 004's global -> IP -> email evaluation as one all-or-nothing decision.
+// The cleanup's global -> IP -> email evaluation as one all-or-nothing decision.
 Datum check_rate_limit_tiers(FunctionCallInfo fcinfo) {
     Datum ip = key_argument(fcinfo, 0, "p_ip");
     Datum email = key_argument(fcinfo, 1, "p_email");

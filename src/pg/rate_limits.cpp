@@ -1,5 +1,5 @@
-// Seed 002's surface: increment_rate_limit(p_user_id, p_endpoint, p_limit, p_window_seconds,
-// p_increment) over rate_limits, one row per (user_id, endpoint, aligned window).
+// The hourly endpoint limits: increment_rate_limit(p_user_id, p_endpoint, p_limit,
+// p_window_seconds, p_increment) over rate_limits, one row per (user_id, endpoint, aligned window).
 #include <algorithm>
 #include <cstdio>
 #include <optional>
@@ -20,7 +20,7 @@ namespace {
 
 // One statement: the row of the current window is created or incremented under its row lock,
 // so concurrent batches are serialized and none is lost. The counter saturates instead of
-// overflowing the seed's integer column.
+// overflowing the original integer column.
 constexpr char kIncrementSql[] =
     "INSERT INTO %s.rate_limits AS r"
     "  (user_id, endpoint, counter, window_start, expires_at, created_at)"

@@ -1,6 +1,6 @@
-// Seed 000's surface: check_rate_limit(p_rpc_name, p_max_calls, p_window_minutes) over
-// rpc_rate_limits, one row per (user_id, rpc_name), the caller taken from the request JWT;
-// and check_rate_limit_for_user, the same decision for an explicit user id.
+// The game backend's per-RPC limits: check_rate_limit(p_rpc_name, p_max_calls, p_window_minutes)
+// over rpc_rate_limits, one row per (user_id, rpc_name), the caller taken from the request JWT; and
+// check_rate_limit_for_user, the same decision for an explicit user id.
 #include <algorithm>
 #include <optional>
 
@@ -20,7 +20,7 @@ namespace {
 // The whole transition of RollingWindow::after_call, applied under the row lock that
 // INSERT ... ON CONFLICT takes, so concurrent callers are serialized on the row and none is
 // lost. $3 is now, $4 the restart cutoff, $5 when the window ends if it restarts now.
-// call_count saturates instead of overflowing the seed's integer column.
+// call_count saturates instead of overflowing the original integer column.
 constexpr char kRecordCallSql[] =
     "INSERT INTO %s.rpc_rate_limits AS r"
     "  (user_id, rpc_name, call_count, window_start, window_expires_at)"
@@ -82,7 +82,7 @@ bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& ar
 }
 
 // check_rate_limit(p_rpc_name, p_max_calls, p_window_minutes): the caller comes from the JWT;
-// an anonymous caller is allowed without being counted (the seed's fail-open).
+// an anonymous caller is allowed without being counted (the original function's fail-open).
 Datum check_rate_limit(FunctionCallInfo fcinfo) {
     CallArguments args = read_call_arguments(fcinfo, 0);
     std::optional<Uuid> caller = jwt_caller();

@@ -598,7 +598,7 @@ void check_arguments(FuzzedDataProvider& in) {
         const Wide total = Wide(days) * kMicrosPerDay + micros;
         REQUIRE(months != 0 || total <= 0 || total > kMaxWindow);
     }
-    // A window counted in seconds or minutes, as the seed functions take it.
+    // A window counted in seconds or minutes, as the drop-in functions take it.
     const auto count = static_cast<std::int32_t>(interesting_integer(in));
     const Micros unit = in.ConsumeBool() ? kMicrosPerSecond : kMicrosPerMinute;
     try {

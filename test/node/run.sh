@@ -15,7 +15,8 @@ drop_database() {
 
 psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $database" >/dev/null
 trap drop_database EXIT
-psql -X -q -v ON_ERROR_STOP=1 -d "$database" -c "CREATE EXTENSION ratelimit" >/dev/null
+psql -X -q -v ON_ERROR_STOP=1 -d "$database" -c "CREATE EXTENSION ratelimit" \
+    -c "SELECT ratelimit.load_preset('social-activity')" >/dev/null  # its tiers
 
 # npm writes node_modules/.package-lock.json at the end of an install.
 if [ ! -f "$edge/node_modules/.package-lock.json" ] \

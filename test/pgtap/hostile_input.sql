@@ -2,7 +2,7 @@
 -- (NULL in each argument; empty, 1 MB and 1 GB keys; invalid UTF-8 and NUL bytes; negative,
 -- zero, INT_MIN, INT_MAX and overflowing integers; absurd intervals; unknown, mis-cased and
 -- padded names; empty, oversized, mismatched and multi-dimensional arrays; malformed JWT claims
--- and settings; crafted decisions; bad policy rows) must each fail with the SQLSTATE PostgreSQL
+-- and settings; crafted decisions; bad policy rows; a preset over edited rows) must each fail with the SQLSTATE PostgreSQL
 -- or the extension gives for it, with a message naming the argument when the extension raises
 -- it, and write nothing: every counter table, the policy tables, the denial log and its sequence,
 -- the shared-memory policy counters and offenders, the memory engine's counters and a key it
@@ -13,15 +13,20 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION ratelimit;
+-- The policies and tiers the calls name are the social app's. The game backend's, with one limit
+-- edited and one row deleted, are a preset load_preset must refuse to write, all of it.
+SELECT ratelimit.load_preset('social-activity'), ratelimit.load_preset('game-backend');
+UPDATE ratelimit.policies SET "limit" = 6 WHERE name = 'rpc.auth';
+DELETE FROM ratelimit.policies WHERE name = 'rpc.wallet';
 SET LOCAL timezone = 'UTC';
 -- A fixed clock far ahead of the real one: the memory engine's worker, which expires keys on the
 -- real clock, never frees a key this file writes.
 SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
--- Seed 000's check_rate_limit counts the JWT caller; increment_rate_limit lets it spend only its
+-- The per-RPC check_rate_limit counts the JWT caller; increment_rate_limit lets it spend only its
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(2082);
+SELECT plan(2229);
 
 CREATE SCHEMA hostile;
 
@@ -172,7 +177,14 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.record_outcomes(text[],text[],text[])', 'ratelimit.record_outcomes', 2, 'p_subjects', 'ARRAY[''hostile-subject'']', true),
     ('ratelimit.record_outcomes(text[],text[],text[])', 'ratelimit.record_outcomes', 3, 'p_outcomes', 'ARRAY[''allowed'']', true),
     ('ratelimit.top_offenders(integer)', 'ratelimit.top_offenders', 1, 'p_limit', '10', false),
-    ('ratelimit.schedule_cleanup(text)', 'ratelimit.schedule_cleanup', 1, 'p_schedule', 'NULL', true)
+    ('ratelimit.schedule_cleanup(text)', 'ratelimit.schedule_cleanup', 1, 'p_schedule', 'NULL', true),
+    ('ratelimit.load_preset(text,boolean)', 'ratelimit.load_preset', 1, 'p_preset', '''social-activity''', false),
+    ('ratelimit.load_preset(text,boolean)', 'ratelimit.load_preset', 2, 'p_replace', 'false', false),
+    ('ratelimit.reset_policy_key(text,text)', 'ratelimit.reset_policy_key', 1, 'p_policy', '''activity.create_post''', false),
+    ('ratelimit.reset_policy_key(text,text)', 'ratelimit.reset_policy_key', 2, 'p_key', '''hostile-subject''', false),
+    ('ratelimit.block_policy_key(text,text,interval)', 'ratelimit.block_policy_key', 1, 'p_policy', '''activity.create_post''', false),
+    ('ratelimit.block_policy_key(text,text,interval)', 'ratelimit.block_policy_key', 2, 'p_key', '''hostile-subject''', false),
+    ('ratelimit.block_policy_key(text,text,interval)', 'ratelimit.block_policy_key', 3, 'p_duration', '''1 minute''::interval', false)
 ) AS v(function, call_name, position, name, valid, nullable);
 
 -- consume, peek and refund share their arguments; the bad calls run on the memory engine (the
@@ -276,6 +288,8 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.refund(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
     ('ratelimit.reset(text,text)', 'p_key', '%s', 'p_key'),
     ('ratelimit.block(text,interval,text)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.reset_policy_key(text,text)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.block_policy_key(text,text,interval)', 'p_key', '%s', 'p_key'),
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_keys',
      'ARRAY[''hostile:k'', %s]', 'p_keys[2]'),
     ('ratelimit.check(text,text,integer,text,inet,uuid)', 'p_key', '%s', 'p_key'),
@@ -428,6 +442,7 @@ INSERT INTO hostile.interval_arguments (function, name, template, label) VALUES
     ('ratelimit.peek(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.refund(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.block(text,interval,text)', 'p_duration', '%s::interval', 'p_duration'),
+    ('ratelimit.block_policy_key(text,text,interval)', 'p_duration', '%s::interval', 'p_duration'),
     ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_periods',
      'ARRAY[''10 seconds''::interval, %s::interval]', 'p_periods[2]');
@@ -513,7 +528,10 @@ INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
     ('ratelimit.http_body(ratelimit.policy_decision,text)', 'p_shape', '%s',
      'p_shape must be one of error_message, detailed (got "%s")'),
     ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_body_shape', '%s',
-     'p_body_shape must be one of error_message, detailed (got "%s")');
+     'p_body_shape must be one of error_message, detailed (got "%s")'),
+    ('ratelimit.load_preset(text,boolean)', 'p_preset', '%s', 'p_preset: unknown preset "%s"'),
+    ('ratelimit.reset_policy_key(text,text)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
+    ('ratelimit.block_policy_key(text,text,interval)', 'p_policy', '%s', 'p_policy: unknown policy "%s"');
 
 -- For each name: something unknown, its known value in capitals, the known value padded, SQL.
 CREATE TABLE hostile.known_names (name text PRIMARY KEY, unknown text, known text);
@@ -522,7 +540,8 @@ INSERT INTO hostile.known_names VALUES
     ('p_engine', 'redis', 'table'), ('p_engines', 'redis', 'table'),
     ('p_policy', 'no.such.policy', 'activity.create_post'), ('p_policies', 'no.such.policy', 'activity.update_post'),
     ('p_tier', 'gold', 'premium'), ('p_reset_format', 'rfc1123', 'iso8601'),
-    ('p_shape', 'xml', 'detailed'), ('p_body_shape', 'xml', 'detailed');
+    ('p_shape', 'xml', 'detailed'), ('p_body_shape', 'xml', 'detailed'),
+    ('p_preset', 'no-such-preset', 'social-activity');
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT a.function, hostile.call(a.function, jsonb_build_object(a.name, format(a.template, quote_literal(v.value)))),
@@ -636,8 +655,8 @@ FROM hostile.run AS r, LATERAL (VALUES
     (3, jsonb_build_object('p_outcomes', 'ARRAY[''ALLOWED'']'), 'an outcome in capitals for a policy already counted')) AS v(n, changes, why)
 ORDER BY v.n;
 
--- 7. The caller's identity (seed 000 counts it, seed 002 spends only its quota): malformed
--- claims are refused (22023 naming the setting), never taken as anonymous.
+-- 7. The caller's identity (the per-RPC limits count it, the endpoint limits spend only its
+-- quota): malformed claims are refused (22023 naming the setting), never taken as anonymous.
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT f::regprocedure,
        format('SELECT hostile.with_setting(%L, %s, %L)', v.setting, v.value, hostile.call(f::regprocedure)),
@@ -737,7 +756,11 @@ FROM (VALUES
      '22023', 'p_limit must be at least 1 (got -1)', 'p_limit = -1'),
     (14, 'public.cleanup_rpc_rate_limits(interval)', 'SELECT public.cleanup_rpc_rate_limits(''1 hour'', ''2 hours'')', '42883',
      'function % does not exist', 'two arguments'),
-    (15, 'ratelimit.policy_tables_changed()', 'SELECT ratelimit.policy_tables_changed()', '0A000', 'trigger functions can only be called as triggers', 'called directly')
+    (15, 'ratelimit.policy_tables_changed()', 'SELECT ratelimit.policy_tables_changed()', '0A000', 'trigger functions can only be called as triggers', 'called directly'),
+    (16, 'ratelimit.presets()', $q$SELECT ratelimit.presets('game-backend')$q$, '42883', 'function % does not exist', 'an argument'),
+    (17, 'ratelimit.load_preset(text,boolean)', hostile.call('ratelimit.load_preset(text,boolean)', '{"p_preset": "''game-backend''"}'),
+     '22023', 'p_replace: policy "rpc.auth" differs from preset "game-backend"; pass p_replace => true to overwrite it',
+     'a preset whose rows were edited, without p_replace')
 ) AS v(n, f, call, sqlstate, message, why)
 ORDER BY v.n;
 
@@ -819,8 +842,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p
                    AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
           '{}'::text[], 'every SQL-callable function of the extension has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 35::bigint, 'the matrix covers the 35 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 659::bigint, 'the matrix holds 659 bad calls');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 39::bigint, 'the matrix covers the 39 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 708::bigint, 'the matrix holds 708 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 
@@ -900,13 +923,13 @@ BEGIN
                    ARRAY[3, 2, 3], label || ': the memory engine counts exactly that key, not one a byte longer');
     PERFORM public.check_rate_limit(p_rpc_name => p_key, p_max_calls => 10, p_window_minutes => 1);
     RETURN NEXT is((SELECT array_agg(r.call_count) FROM public.rpc_rate_limits r WHERE r.rpc_name = p_key AND r.user_id = uid),
-                   ARRAY[1], label || ': seed 000 stores it as the rpc_name');
+                   ARRAY[1], label || ': the per-RPC limits store it as the rpc_name');
     PERFORM public.increment_rate_limit(uid, p_key, 10, 60);
     RETURN NEXT is((SELECT array_agg(r.counter) FROM public.rate_limits r WHERE r.endpoint = p_key), ARRAY[1],
-                   label || ': seed 002 stores it as the endpoint');
+                   label || ': the endpoint limits store it as the endpoint');
     PERFORM public.check_rate_limit(p_key => p_key, p_limit => 10, p_window_seconds => 60);
     RETURN NEXT is((SELECT array_agg(b.count) FROM public.rate_limit_buckets b WHERE b.key = p_key), ARRAY[1],
-                   label || ': seed 004 stores it as the bucket key');
+                   label || ': the sliding-window limits store it as the bucket key');
     PERFORM public.check_rate_limit_tiers(p_key, p_key);
     RETURN NEXT is((SELECT count(*) FROM public.rate_limit_buckets b
                      WHERE b.key IN ('ip:' || encode(sha256(convert_to(btrim(p_key), 'UTF8')), 'hex'),

@@ -1,4 +1,4 @@
--- Policies: every shipped limit as the apps state it, tiers and key overrides, allow and deny
+-- Policies: every preset's limit as the apps state it, tiers and key overrides, allow and deny
 -- lists (IPv4, IPv6, CIDR), all-or-nothing checks over several policies on every engine, shadow
 -- mode, count_denied, HTTP headers at exact boundaries, the 429 bodies, per-policy counters,
 -- top offenders, the denial log's bound, and bad calls.
@@ -8,6 +8,8 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION ratelimit;
+-- The apps' limits are presets: load all five.
+SELECT ratelimit.load_preset(preset) FROM ratelimit.presets();
 SET LOCAL timezone = 'UTC';
 
 SELECT plan(148);

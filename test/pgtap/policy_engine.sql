@@ -12,9 +12,11 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS dblink;
 CREATE EXTENSION ratelimit;
+-- Section 4 checks the social app's activity limits.
+SELECT ratelimit.load_preset('social-activity');
 SET LOCAL timezone = 'UTC';
 
-SELECT plan(83);
+SELECT plan(89);
 
 CREATE SCHEMA engine_test;
 CREATE TABLE engine_test.run AS
@@ -63,6 +65,14 @@ BEGIN
     PERFORM ratelimit.refund(login || ':ip:' || subject, 2, '1 hour', 1, p_engine => p_engine);
     RETURN NEXT is((ratelimit.check(login, 'ip:' || subject)).allowed, false,
                    p_engine || ': refund on the spelled key gives the policy nothing back');
+    -- Through the policy, an administrator reaches them.
+    RETURN NEXT is(ARRAY[ratelimit.reset_policy_key(login, 'ip:' || subject)::int,
+                         (ratelimit.check(login, 'ip:' || subject)).remaining],
+                   ARRAY[1, 1], p_engine || ': reset_policy_key forgets the policy''s counter for the subject');
+    PERFORM ratelimit.block_policy_key(login_ip, subject, '1 day');
+    d := ratelimit.check(login_ip, subject);
+    RETURN NEXT ok(NOT d.allowed AND d.retry_after_ms >= 86400000,
+                   p_engine || ': block_policy_key denies the subject under that policy for the duration');
 END
 $$;
 

@@ -7,8 +7,9 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir supabase_roles.psql
 
 CREATE EXTENSION ratelimit;
+SELECT ratelimit.load_preset('game-backend'), ratelimit.load_preset('social-activity');
 
-SELECT plan(24);
+SELECT plan(25);
 
 SELECT ok((SELECT bool_and(relrowsecurity) FROM pg_class
            WHERE oid IN ('ratelimit.policies'::regclass, 'ratelimit.tiers'::regclass,
@@ -45,6 +46,8 @@ RESET ROLE;
 SET LOCAL ROLE authenticated;
 SELECT throws_ok($$SELECT ratelimit.reset('activity.create_post:privileges-user')$$, '42501', NULL,
                  'an API role cannot reset a key');
+SELECT throws_ok($$SELECT ratelimit.reset_policy_key('activity.create_post', 'privileges-user')$$, '42501', NULL,
+                 'nor a policy''s key');
 RESET ROLE;
 
 -- A role that may create objects shadows names the policy functions use; the decisions and

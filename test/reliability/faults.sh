@@ -7,10 +7,10 @@
 # `audit` in the same transaction as the call (INSERT INTO audit SELECT ... FROM
 # ratelimit.consume(...) WHERE allowed), so a transaction cut short loses both. The view `tally`
 # then compares, key by key, the count each engine stores (limit - remaining from peek, and the
-# row's own amount; the seed tables' counters) with count(*) of the key's audit rows.
+# row's own amount; the drop-in functions' counters) with count(*) of the key's audit rows.
 #
 #  1. Backends terminated mid-call: 16 pgbench clients on a few keys of every engine and of the
-#     seed drop-ins (check_rate_limit_for_user, increment_rate_limit, seed 004's
+#     drop-in functions (check_rate_limit_for_user, increment_rate_limit, the sliding-window
 #     check_rate_limit), one call per transaction and, separately, explicit transactions of five
 #     calls; pg_terminate_backend of some backends again and again (those waiting on a key's lock,
 #     inside a call, first). Then kill -9 of one backend's pid: the postmaster restarts every
@@ -130,9 +130,9 @@ state_file() {
 
 # ---- the scenario databases -------------------------------------------------------------------
 # Every native call is a rolling_window over a day with cost 1, so a key's count is
-# limit - remaining and no window boundary can reset it during the run. The seed drop-ins use
-# their longest windows; seed 002's aligned windows may still roll over, so its counters are
-# summed over windows.
+# limit - remaining and no window boundary can reset it during the run. The drop-in functions
+# use their longest windows; increment_rate_limit's aligned windows may still roll over, so its
+# counters are summed over windows.
 user_uuid() {
     printf '00000000-0000-0000-0000-%012d' "$1"
 }
@@ -157,13 +157,13 @@ BEGIN
     WHEN 'table', 'unlogged', 'memory' THEN
         RETURN p_lim - (ratelimit.peek(p_key, p_lim, '1 day', 1, 'rolling_window',
                                        p_engine)).remaining;
-    WHEN 'seed000' THEN
+    WHEN 'rpc_limits' THEN
         RETURN coalesce((SELECT sum(call_count) FROM public.rpc_rate_limits
                          WHERE user_id::text || '/' || rpc_name = p_key), 0);
-    WHEN 'seed002' THEN
+    WHEN 'endpoint_limits' THEN
         RETURN coalesce((SELECT sum(counter) FROM public.rate_limits
                          WHERE user_id::text || '/' || endpoint = p_key), 0);
-    WHEN 'seed004' THEN
+    WHEN 'sliding_window_limits' THEN
         RETURN coalesce((SELECT sum(count) FROM public.rate_limit_buckets WHERE key = p_key), 0);
     END CASE;
 END
@@ -196,9 +196,9 @@ register_load_keys() {
         ('table', 'tk4', 1000000), ('table', 'tkfull', 300),
         ('unlogged', 'uk1', 1000000), ('unlogged', 'uk2', 1000000),
         ('memory', 'mk1', 1000000), ('memory', 'mk2', 1000000),
-        ('seed000', '$U1/rpc', 1000000), ('seed000', '$U2/rpc', 1000000),
-        ('seed002', '$U1/ep', 1000000), ('seed002', '$U2/ep', 1000000),
-        ('seed004', 'sk1', 1000000), ('seed004', 'sk2', 1000000)" >/dev/null
+        ('rpc_limits', '$U1/rpc', 1000000), ('rpc_limits', '$U2/rpc', 1000000),
+        ('endpoint_limits', '$U1/ep', 1000000), ('endpoint_limits', '$U2/ep', 1000000),
+        ('sliding_window_limits', 'sk1', 1000000), ('sliding_window_limits', 'sk2', 1000000)" >/dev/null
 }
 
 # Keys whose stored count differs from what committed, for `engines` (a SQL array literal).
@@ -259,20 +259,20 @@ SQL
 \set k random(1, 2)
 INSERT INTO audit SELECT 'memory', 'mk' || :k FROM ratelimit.consume('mk' || :k, $native, 'memory') WHERE allowed;
 SQL
-    cat >"$WORK/seed000.sql" <<SQL
+    cat >"$WORK/rpc_limits.sql" <<SQL
 \set u random(1, 2)
-INSERT INTO audit SELECT 'seed000', x.u::text || '/rpc' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x WHERE check_rate_limit_for_user(x.u, 'rpc', 1000000, 525600);
+INSERT INTO audit SELECT 'rpc_limits', x.u::text || '/rpc' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x WHERE check_rate_limit_for_user(x.u, 'rpc', 1000000, 525600);
 SQL
-    cat >"$WORK/seed002.sql" <<SQL
+    cat >"$WORK/endpoint_limits.sql" <<SQL
 \set u random(1, 2)
-INSERT INTO audit SELECT 'seed002', x.u::text || '/ep' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x, increment_rate_limit(x.u, 'ep', 1000000, 31536000, 1) AS r WHERE (r->>'allowed')::boolean;
+INSERT INTO audit SELECT 'endpoint_limits', x.u::text || '/ep' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x, increment_rate_limit(x.u, 'ep', 1000000, 31536000, 1) AS r WHERE (r->>'allowed')::boolean;
 SQL
-    cat >"$WORK/seed004.sql" <<SQL
+    cat >"$WORK/sliding_window_limits.sql" <<SQL
 \set k random(1, 2)
-INSERT INTO audit SELECT 'seed004', 'sk' || :k FROM check_rate_limit(p_key => 'sk' || :k, p_limit => 1000000, p_window_seconds => 31536000) WHERE allowed;
+INSERT INTO audit SELECT 'sliding_window_limits', 'sk' || :k FROM check_rate_limit(p_key => 'sk' || :k, p_limit => 1000000, p_window_seconds => 31536000) WHERE allowed;
 SQL
     # Five calls in one explicit transaction, taking keys in one global order (table keys
-    # ascending, then unlogged, memory, seed 000) so that clients never deadlock; the pause
+    # ascending, then unlogged, memory, per-RPC limits) so that clients never deadlock; the pause
     # before COMMIT leaves decisions made and not yet committed when a backend is terminated.
     cat >"$WORK/transaction.sql" <<SQL
 \set a random(1, 3)
@@ -283,15 +283,15 @@ INSERT INTO audit SELECT 'table', 'tk' || :a FROM ratelimit.consume('tk' || :a, 
 INSERT INTO audit SELECT 'table', 'tk' || :b FROM ratelimit.consume('tk' || :b, $native) WHERE allowed;
 INSERT INTO audit SELECT 'unlogged', 'uk' || :u FROM ratelimit.consume('uk' || :u, $native, 'unlogged') WHERE allowed;
 INSERT INTO audit SELECT 'memory', 'mk' || :u FROM ratelimit.consume('mk' || :u, $native, 'memory') WHERE allowed;
-INSERT INTO audit SELECT 'seed000', x.u::text || '/rpc' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x WHERE check_rate_limit_for_user(x.u, 'rpc', 1000000, 525600);
+INSERT INTO audit SELECT 'rpc_limits', x.u::text || '/rpc' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x WHERE check_rate_limit_for_user(x.u, 'rpc', 1000000, 525600);
 SELECT pg_sleep(0.002);
 COMMIT;
 SQL
     chmod 644 "$WORK"/*.sql
 }
 AUTOCOMMIT_SCRIPTS=(-f "$WORK/table.sql@6" -f "$WORK/full.sql@1" -f "$WORK/unlogged.sql@2"
-    -f "$WORK/memory.sql@2" -f "$WORK/seed000.sql@1" -f "$WORK/seed002.sql@1"
-    -f "$WORK/seed004.sql@1")
+    -f "$WORK/memory.sql@2" -f "$WORK/rpc_limits.sql@1" -f "$WORK/endpoint_limits.sql@1"
+    -f "$WORK/sliding_window_limits.sql@1")
 TRANSACTION_SCRIPTS=(-f "$WORK/transaction.sql")
 MIXED_SCRIPTS=("${AUTOCOMMIT_SCRIPTS[@]}" -f "$WORK/transaction.sql@4")
 
@@ -400,8 +400,8 @@ setup_database faults1
 register_load_keys
 memory_base="$(memory_allowed)"
 terminated_total=0
-TABLE_ENGINES='{table,seed000,seed002,seed004}'
-TRANSACTIONAL='{table,unlogged,seed000,seed002,seed004}'
+TABLE_ENGINES='{table,rpc_limits,endpoint_limits,sliding_window_limits}'
+TRANSACTIONAL='{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits}'
 
 for variant in autocommit transaction; do
     if [ "$variant" = autocommit ]; then
@@ -444,7 +444,7 @@ for variant in autocommit transaction; do
         "1/$variant: all $((CLIENTS * TERMINATION_ROUNDS)) backends were terminated under load, $((TICKS * 2 * TERMINATION_ROUNDS)) of them while the others went on, and each client saw its connection end"
     is "$(sql 'SELECT 1')" "1" "1/$variant: the server accepts connections"
     check_tally "$TRANSACTIONAL" \
-        "1/$variant: table, unlogged and seed counters store exactly the allowed calls that committed"
+        "1/$variant: table, unlogged and drop-in counters store exactly the allowed calls that committed"
     is "$(sql "SELECT committed <= 300 AND stored = committed FROM tally WHERE key = 'tkfull'")" "t" \
         "1/$variant: a key at its limit (300) never counted past it"
     # The memory engine is not transactional: a terminated transaction keeps its decision, so the
@@ -461,9 +461,9 @@ for variant in autocommit transaction; do
         "txns_completed=$txns clients_aborted=$aborted backends_terminated=$terminated" \
         "(waiting_on_key_lock=$waiting)" \
         "committed_allowed: table=$(committed_sum '{table}') unlogged=$(committed_sum '{unlogged}')" \
-        "seeds=$(committed_sum '{seed000,seed002,seed004}') memory=$mem_committed" \
+        "drop_ins=$(committed_sum '{rpc_limits,endpoint_limits,sliding_window_limits}') memory=$mem_committed" \
         "stored: table=$(stored_sum '{table}') unlogged=$(stored_sum '{unlogged}')" \
-        "seeds=$(stored_sum '{seed000,seed002,seed004}') memory=$mem_stored" \
+        "drop_ins=$(stored_sum '{rpc_limits,endpoint_limits,sliding_window_limits}') memory=$mem_stored" \
         "mismatched_keys=$(mismatches "$TRANSACTIONAL")"
 done
 
@@ -494,7 +494,7 @@ for snapshots in off on; do
             log_has "$before" 'all server processes terminated; reinitializing'; echo $?)" \
             "1/kill -9 ($snapshots): backend $victim_pid was killed and the postmaster reinitialized"
         check_tally "$TABLE_ENGINES" \
-            "1/kill -9 ($snapshots): table and seed counters store exactly the allowed calls that committed"
+            "1/kill -9 ($snapshots): table and drop-in counters store exactly the allowed calls that committed"
         unlogged_before="$(committed_sum '{unlogged}')" # audit is logged: it survived
         is "$(sql 'SELECT count(*) FROM ratelimit.key_state_unlogged')" "0" \
             "1/kill -9 ($snapshots): the unlogged engine is empty after crash recovery (by design)"
@@ -517,8 +517,8 @@ for snapshots in off on; do
             "t 4" "1/kill -9 ($snapshots): the table engine decides again"
         summary "1 kill-9/snapshots=$snapshots: clients=$CLIENTS txns_completed=$LOAD_TXNS" \
             "clients_aborted=$LOAD_ABORTED killed_backend=$VICTIM_PID($VICTIM_DOING)" \
-            "committed_allowed: table=$(committed_sum '{table}') seeds=$(committed_sum '{seed000,seed002,seed004}')" \
-            "stored: table=$(stored_sum '{table}') seeds=$(stored_sum '{seed000,seed002,seed004}')" \
+            "committed_allowed: table=$(committed_sum '{table}') drop_ins=$(committed_sum '{rpc_limits,endpoint_limits,sliding_window_limits}')" \
+            "stored: table=$(stored_sum '{table}') drop_ins=$(stored_sum '{rpc_limits,endpoint_limits,sliding_window_limits}')" \
             "mismatched_keys=$(mismatches "$TABLE_ENGINES")" \
             "unlogged: committed_before=$unlogged_before stored_after=$(stored_sum '{unlogged}')" \
             "memory_after=$memory_after"
@@ -568,7 +568,7 @@ for ((round = 1; round <= STOP_ROUNDS; round++)); do
         "2/immediate: the server ran crash recovery at start"
     is "$(sql 'SELECT 1')" "1" "2/immediate: the server accepts connections"
     check_tally "$TABLE_ENGINES" \
-        "2/immediate: table and seed counters store exactly the allowed calls that committed"
+        "2/immediate: table and drop-in counters store exactly the allowed calls that committed"
     unlogged_before="$(committed_sum '{unlogged}')"
     is "$(sql 'SELECT count(*) FROM ratelimit.key_state_unlogged')" "0" \
         "2/immediate: the unlogged engine is empty after the restart (by design)"
@@ -581,8 +581,8 @@ for ((round = 1; round <= STOP_ROUNDS; round++)); do
         "t 4" "2/immediate: the memory engine decides again"
     is "$(sql 'SELECT capacity FROM ratelimit.memory_stats')" "10000" "2/immediate: memory_stats works"
     summary "2 immediate-stop: clients=$CLIENTS txns_completed=$LOAD_TXNS clients_aborted=$LOAD_ABORTED" \
-        "committed_allowed: table=$(committed_sum '{table}') seeds=$(committed_sum '{seed000,seed002,seed004}')" \
-        "stored: table=$(stored_sum '{table}') seeds=$(stored_sum '{seed000,seed002,seed004}')" \
+        "committed_allowed: table=$(committed_sum '{table}') drop_ins=$(committed_sum '{rpc_limits,endpoint_limits,sliding_window_limits}')" \
+        "stored: table=$(stored_sum '{table}') drop_ins=$(stored_sum '{rpc_limits,endpoint_limits,sliding_window_limits}')" \
         "mismatched_keys=$(mismatches "$TABLE_ENGINES")" \
         "unlogged: committed_before=$unlogged_before stored_after=$(stored_sum '{unlogged}')" \
         "memory: keys_before_stop>=$memory_keys_before keys_after_start=$memory_entries"
@@ -594,24 +594,24 @@ done
 echo "# 3. lock_timeout and statement_timeout inside a call"
 export PGDATABASE=faults3
 setup_database faults3
-seed_counts() {
+drop_in_counts() {
     sql "SELECT (SELECT sum(call_count) FROM rpc_rate_limits),
                 (SELECT sum(counter) FROM rate_limits),
                 (SELECT sum(count) FROM rate_limit_buckets)"
 }
-seed000_call="check_rate_limit_for_user('$U1', 'rpc', 10, 525600)"
-seed002_call="increment_rate_limit('$U1', 'ep', 10, 31536000, 1)"
-seed004_call="check_rate_limit(p_key => 'sk', p_limit => 10, p_window_seconds => 31536000)"
+rpc_limits_call="check_rate_limit_for_user('$U1', 'rpc', 10, 525600)"
+endpoint_limits_call="increment_rate_limit('$U1', 'ep', 10, 31536000, 1)"
+sliding_window_limits_call="check_rate_limit(p_key => 'sk', p_limit => 10, p_window_seconds => 31536000)"
 # Three committed calls on each key the holder will lock.
 for _ in 1 2 3; do
-    sql "SELECT $(consume_sql held), $(consume_sql held-u unlogged), $seed000_call, $seed002_call" >/dev/null
-    sql "SELECT * FROM $seed004_call" >/dev/null
+    sql "SELECT $(consume_sql held), $(consume_sql held-u unlogged), $rpc_limits_call, $endpoint_limits_call" >/dev/null
+    sql "SELECT * FROM $sliding_window_limits_call" >/dev/null
 done
 # The holder: one open transaction that has decided on every one of those keys (and created
 # a new one), then sleeps holding their row locks and the keys' creation locks.
 psql -X -q -v ON_ERROR_STOP=1 -c "SET application_name = 'holder'" -c "BEGIN" \
     -c "SELECT $(consume_sql held), $(consume_sql held-new), $(consume_sql held-u unlogged)" \
-    -c "SELECT $seed000_call, $seed002_call" -c "SELECT * FROM $seed004_call" \
+    -c "SELECT $rpc_limits_call, $endpoint_limits_call" -c "SELECT * FROM $sliding_window_limits_call" \
     -c "SELECT pg_sleep(600)" >"$WORK/holder.out" 2>&1 &
 holder=$!
 BACKGROUND_PIDS+=("$holder")
@@ -636,12 +636,12 @@ SELECT 'decision $p/table-new-key', allowed FROM $(consume_sql held-new);
 \\echo sqlstate $p/table-new-key :SQLSTATE
 SELECT 'decision $p/unlogged', allowed FROM $(consume_sql held-u unlogged);
 \\echo sqlstate $p/unlogged :SQLSTATE
-SELECT 'decision $p/seed000', $seed000_call;
-\\echo sqlstate $p/seed000 :SQLSTATE
-SELECT 'decision $p/seed002', $seed002_call;
-\\echo sqlstate $p/seed002 :SQLSTATE
-SELECT 'decision $p/seed004', allowed FROM $seed004_call;
-\\echo sqlstate $p/seed004 :SQLSTATE
+SELECT 'decision $p/rpc_limits', $rpc_limits_call;
+\\echo sqlstate $p/rpc_limits :SQLSTATE
+SELECT 'decision $p/endpoint_limits', $endpoint_limits_call;
+\\echo sqlstate $p/endpoint_limits :SQLSTATE
+SELECT 'decision $p/sliding_window_limits', allowed FROM $sliding_window_limits_call;
+\\echo sqlstate $p/sliding_window_limits :SQLSTATE
 SELECT 'decision $p/consume_all', $consume_all_sql;
 \\echo sqlstate $p/consume_all :SQLSTATE
 SQL
@@ -689,7 +689,7 @@ raised=0
 for prefix in lock statement; do
     code=55P03
     [ "$prefix" = statement ] && code=57014
-    for case in table table-new-key unlogged seed000 seed002 seed004 consume_all; do
+    for case in table table-new-key unlogged rpc_limits endpoint_limits sliding_window_limits consume_all; do
         is "$(sqlstate_of "$prefix/$case") [$(decision_of "$prefix/$case")]" "$code []" \
             "3/${prefix}_timeout: $case on a held key raises $code and returns no decision"
         raised=$((raised + 1))
@@ -710,15 +710,15 @@ is "$(decision_of savepoint/consume-free-a) $(sqlstate_of savepoint/commit)" "t 
 # Counts while the holder still holds its uncommitted calls: only committed calls show.
 held_now="$(remaining held) $(remaining held-new) $(remaining held-u unlogged)"
 is "$held_now" "7 10 7" "3: the held keys still count 3, 0 and 3: no failed call charged anything"
-seeds_now="$(seed_counts)"
-is "$seeds_now" "3 3 3" "3: the seed counters still count 3 each"
+drop_ins_now="$(drop_in_counts)"
+is "$drop_ins_now" "3 3 3" "3: the drop-in counters still count 3 each"
 others_now="$(remaining free-a) $(remaining free-b) $(remaining free-c) $(remaining mem-a memory) $(remaining mem-b memory)"
 is "$others_now" "9 10 9 10 9" \
     "3: consume_all's other keys were never charged (free-a: 1 call after the savepoint, mem-a: none)"
-# Units charged beyond the committed calls: on the held keys and seed counters, and on
+# Units charged beyond the committed calls: on the held keys and drop-in counters, and on
 # consume_all's other keys (free-b and mem-a had no successful call at all).
 read -r h1 h2 h3 <<<"$held_now"
-read -r s1 s2 s3 <<<"$seeds_now"
+read -r s1 s2 s3 <<<"$drop_ins_now"
 held_charged=$(((7 - h1) + (10 - h2) + (7 - h3) + (s1 - 3) + (s2 - 3) + (s3 - 3)))
 read -r _ o2 _ o4 _ <<<"$others_now"
 others_charged=$(((10 - o2) + (10 - o4)))
@@ -726,17 +726,17 @@ others_charged=$(((10 - o2) + (10 - o4)))
 sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder'" >/dev/null
 wait "$holder" || true
 forget_pid "$holder"
-is "$(remaining held) $(remaining held-new) $(remaining held-u unlogged) $(seed_counts)" \
+is "$(remaining held) $(remaining held-new) $(remaining held-u unlogged) $(drop_in_counts)" \
     "7 10 7 3 3 3" "3: the holder's rolled-back calls left nothing"
 is "$(sql "SELECT (c).allowed, (c).remaining FROM (SELECT $(consume_sql held) AS c) x")" "t 6" \
     "3: the formerly held key decides and counts from its committed state"
 is "$(sql "SELECT (c).allowed, (c).remaining FROM (SELECT $(consume_sql held-new) AS c) x")" "t 9" \
     "3: the key whose creation timed out is created by the next call"
-is "$(sql "SELECT $seed000_call, ($seed002_call)->>'current'") $(sql "SELECT current_count FROM $seed004_call")" \
-    "t 4 4" "3: the seed counters go on from 3"
+is "$(sql "SELECT $rpc_limits_call, ($endpoint_limits_call)->>'current'") $(sql "SELECT current_count FROM $sliding_window_limits_call")" \
+    "t 4 4" "3: the drop-in counters go on from 3"
 lock_raised="$(awk '$1 == "sqlstate" && $2 ~ /^lock\// && $3 == "55P03"' "$WORK/timeouts.out" | wc -l)"
 statement_raised="$(awk '$1 == "sqlstate" && $2 ~ /^statement\// && $3 == "57014"' "$WORK/timeouts.out" | wc -l)"
-failed_returned="$(grep -c '^decision \(lock\|statement\)/\(table\|unlogged\|seed\|consume_all\)' "$WORK/timeouts.out" || true)"
+failed_returned="$(grep -c '^decision \(lock\|statement\)/\(table\|unlogged\|rpc_limits\|endpoint_limits\|sliding_window_limits\|consume_all\)' "$WORK/timeouts.out" || true)"
 TIMEOUTS_RAISED=$((TIMEOUTS_RAISED + lock_raised + statement_raised))
 OTHER_ERRORS=$((OTHER_ERRORS + raised - lock_raised - statement_raised))
 FAILED_RETURNED=$((FAILED_RETURNED + failed_returned))
@@ -784,12 +784,12 @@ SQL
             printf '%s\n' '\echo sqlstate table :SQLSTATE'
             echo "INSERT INTO audit SELECT 'unlogged', 'du-$i' FROM ratelimit.consume('du-$i', $native, 'unlogged') WHERE allowed;"
             printf '%s\n' '\echo sqlstate unlogged :SQLSTATE'
-            echo "INSERT INTO audit SELECT 'seed000', '$uuid/rpc' WHERE check_rate_limit_for_user('$uuid', 'rpc', 10, 525600);"
-            printf '%s\n' '\echo sqlstate seed000 :SQLSTATE'
-            echo "INSERT INTO audit SELECT 'seed002', '$uuid/ep' FROM increment_rate_limit('$uuid', 'ep', 10, 31536000, 1) AS r WHERE (r->>'allowed')::boolean;"
-            printf '%s\n' '\echo sqlstate seed002 :SQLSTATE'
-            echo "INSERT INTO audit SELECT 'seed004', 'dsk-$i' FROM check_rate_limit(p_key => 'dsk-$i', p_limit => 10, p_window_seconds => 31536000) WHERE allowed;"
-            printf '%s\n' '\echo sqlstate seed004 :SQLSTATE'
+            echo "INSERT INTO audit SELECT 'rpc_limits', '$uuid/rpc' WHERE check_rate_limit_for_user('$uuid', 'rpc', 10, 525600);"
+            printf '%s\n' '\echo sqlstate rpc_limits :SQLSTATE'
+            echo "INSERT INTO audit SELECT 'endpoint_limits', '$uuid/ep' FROM increment_rate_limit('$uuid', 'ep', 10, 31536000, 1) AS r WHERE (r->>'allowed')::boolean;"
+            printf '%s\n' '\echo sqlstate endpoint_limits :SQLSTATE'
+            echo "INSERT INTO audit SELECT 'sliding_window_limits', 'dsk-$i' FROM check_rate_limit(p_key => 'dsk-$i', p_limit => 10, p_window_seconds => 31536000) WHERE allowed;"
+            printf '%s\n' '\echo sqlstate sliding_window_limits :SQLSTATE'
             echo "INSERT INTO audit SELECT 'table', 'dk-existing' FROM ratelimit.consume('dk-existing', $existing_native) WHERE allowed;"
             printf '%s\n' '\echo sqlstate existing :SQLSTATE'
         done
@@ -799,7 +799,7 @@ SQL
         for i in $(seq 1 "$N"); do
             uuid="$(user_uuid "$((1000 + i))")"
             echo "INSERT INTO keys VALUES ('table', 'dk-$i', 10), ('unlogged', 'du-$i', 10),"
-            echo "  ('seed000', '$uuid/rpc', 10), ('seed002', '$uuid/ep', 10), ('seed004', 'dsk-$i', 10);"
+            echo "  ('rpc_limits', '$uuid/rpc', 10), ('endpoint_limits', '$uuid/ep', 10), ('sliding_window_limits', 'dsk-$i', 10);"
         done
     } | psql -X -q -v ON_ERROR_STOP=1 >/dev/null
     # A key that exists before the disk fills.
@@ -827,7 +827,7 @@ SQL
             sort | uniq -c | tr -s ' ' | paste -sd, -
     }
     figures=""
-    for kind in table unlogged seed000 seed002 seed004; do
+    for kind in table unlogged rpc_limits endpoint_limits sliding_window_limits; do
         full="$(count_state "$WORK/disk-full.out" "$kind" 53100)"
         okay="$(count_state "$WORK/disk-full.out" "$kind" 00000)"
         ok "$([ "$full" -gt 0 ]; echo $?)" \
@@ -842,7 +842,7 @@ SQL
     OTHER_ERRORS=$((OTHER_ERRORS + other_full))
     is "$(other_states "$WORK/disk-full.out")" "" "4/full: no call failed with any other error"
     is "$(sql 'SELECT 1')" "1" "4/full: the server accepts connections"
-    check_tally "{table,unlogged,seed000,seed002,seed004}" \
+    check_tally "{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits}" \
         "4/full: every engine stores exactly the allowed calls that committed (failed calls charged nothing)"
     # The memory engine needs no disk.
     for _ in 1 2 3 4 5; do
@@ -860,7 +860,7 @@ SQL
     psql -X -A -t -q -f "$WORK/disk.sql" >"$WORK/disk-freed.out" 2>&1 || true
     failed_after="$(awk '$1 == "sqlstate" && $3 != "00000"' "$WORK/disk-freed.out" | wc -l)"
     is "$failed_after" "0" "4/freed: every call succeeds once space is freed ($((N * 6)) calls)"
-    check_tally "{table,unlogged,seed000,seed002,seed004,memory}" \
+    check_tally "{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits,memory}" \
         "4/freed: every engine stores exactly the allowed calls that committed"
     is "$(sql "SELECT count(*) FROM tally WHERE engine <> 'memory' AND key <> 'dk-existing' AND stored NOT IN (1, 2)")" \
         "0" "4/freed: each new key counts its one or two committed calls"
@@ -869,9 +869,9 @@ SQL
         "new_key_calls_per_engine=$N results:$figures" \
         "existing_key=${existing_ok}ok/${existing_full}x53100 memory=$((10 - $(remaining dm memory)))_of_5_counted" \
         "other_errors=$other_full after_freeing: calls=$((N * 6)) failed=$failed_after" \
-        "committed_allowed=$(committed_sum '{table,unlogged,seed000,seed002,seed004}')" \
-        "stored=$(stored_sum '{table,unlogged,seed000,seed002,seed004}')" \
-        "mismatched_keys=$(mismatches '{table,unlogged,seed000,seed002,seed004,memory}')"
+        "committed_allowed=$(committed_sum '{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits}')" \
+        "stored=$(stored_sum '{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits}')" \
+        "mismatched_keys=$(mismatches '{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits,memory}')"
 fi
 
 # =================================================================================================

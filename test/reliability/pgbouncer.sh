@@ -9,7 +9,7 @@
 #    key's state shows each one; over it exactly the limit is allowed, the audit holds every
 #    decision, the allowed ones saw remaining limit-1 .. 0 once each, and the stored state is
 #    spent by exactly what was allowed;
-#  - seed 002's increment_rate_limit and seed 004's check_rate_limit(p_key, ...), one key:
+#  - the drop-ins increment_rate_limit and check_rate_limit(p_key, ...) (sliding window), one key:
 #    exactly the limit allowed, each call counted once;
 #  - 64 clients over 10,000 keys on each engine: every key's stored state equals its audited
 #    allowed calls, and each key allowed min(limit, its calls);
@@ -126,7 +126,8 @@ mkdir -p "$scripts_dir"
 
 sql "CREATE EXTENSION ratelimit"
 # Every decision of every case: allowed, and the count it reported (remaining for the native
-# API, current for seed 002, current_count for seed 004), and the backend that made it.
+# API, current for increment_rate_limit, current_count for the sliding-window check_rate_limit),
+# and the backend that made it.
 sql "CREATE TABLE rl_audit (case_name text NOT NULL, key text NOT NULL, allowed boolean NOT NULL,
                             reported integer, backend integer NOT NULL)" >/dev/null
 sql "CREATE TABLE rl_clock_seen (backend integer NOT NULL, test_clock text)" >/dev/null
@@ -242,51 +243,51 @@ for engine in "${engines[@]}"; do
     done
 done
 
-# ---- the seeds' drop-ins, one key ---------------------------------------------------------------
+# ---- the drop-in functions, one key -----------------------------------------------------------
 
-echo "# seed drop-ins, one key"
-seed_limit=100
-seed_per_client=3
-seed_calls=$((clients * seed_per_client))
+echo "# drop-in functions, one key"
+drop_in_limit=100
+drop_in_per_client=3
+drop_in_calls=$((clients * drop_in_per_client))
 
 user_id=3b0e9a52-1c7d-4f6e-8a2b-5d4c3b2a1f00
-cat >"$scripts_dir/seed002.sql" <<EOF
+cat >"$scripts_dir/endpoint_limits.sql" <<EOF
 BEGIN;
 SET LOCAL ratelimit.test_clock = '$frozen';
 INSERT INTO rl_audit (case_name, key, allowed, reported, backend)
-SELECT 'seed002', 'seed002', (r ->> 'allowed')::boolean, (r ->> 'current')::integer, pg_backend_pid()
-FROM increment_rate_limit('$user_id', 'pgbouncer', $seed_limit, 3600) AS r;
+SELECT 'endpoint_limits', 'endpoint_limits', (r ->> 'allowed')::boolean, (r ->> 'current')::integer, pg_backend_pid()
+FROM increment_rate_limit('$user_id', 'pgbouncer', $drop_in_limit, 3600) AS r;
 COMMIT;
 EOF
-if bounce "seed 002" "$scripts_dir/seed002.sql" "$seed_per_client"; then
-    read -r rows allowed denied distinct low high <<<"$(audit seed002)"
+if bounce "endpoint_limits" "$scripts_dir/endpoint_limits.sql" "$drop_in_per_client"; then
+    read -r rows allowed denied distinct low high <<<"$(audit endpoint_limits)"
     # Every call counts (denied ones too): the calls saw current 1 .. calls, each once.
     counted="$(sql "SELECT coalesce(sum(counter), 0) || ' in ' || count(*) || ' row'
                     FROM rate_limits WHERE user_id = '$user_id' AND endpoint = 'pgbouncer'")"
     all_currents="$(sql "SELECT count(DISTINCT reported) || ' ' || min(reported) || '..' || max(reported)
-                         FROM rl_audit WHERE case_name = 'seed002'")"
+                         FROM rl_audit WHERE case_name = 'endpoint_limits'")"
     is "transactions=$run_transactions audited=$rows allowed=$allowed counter=$counted currents=$all_currents" \
-        "transactions=$seed_calls audited=$seed_calls allowed=$seed_limit counter=$seed_calls in 1 row currents=$seed_calls 1..$seed_calls" \
-        "seed 002 increment_rate_limit: $seed_calls calls, limit $seed_limit: exactly $seed_limit allowed, every call counted once"
-    echo "# seed 002: $run_transactions transactions, $allowed allowed, $denied denied, $run_tps TPS"
+        "transactions=$drop_in_calls audited=$drop_in_calls allowed=$drop_in_limit counter=$drop_in_calls in 1 row currents=$drop_in_calls 1..$drop_in_calls" \
+        "increment_rate_limit: $drop_in_calls calls, limit $drop_in_limit: exactly $drop_in_limit allowed, every call counted once"
+    echo "# endpoint_limits: $run_transactions transactions, $allowed allowed, $denied denied, $run_tps TPS"
 fi
 
-cat >"$scripts_dir/seed004.sql" <<EOF
+cat >"$scripts_dir/sliding_window_limits.sql" <<EOF
 BEGIN;
 SET LOCAL ratelimit.test_clock = '$frozen';
 INSERT INTO rl_audit (case_name, key, allowed, reported, backend)
-SELECT 'seed004', 'seed004', c.allowed, c.current_count, pg_backend_pid()
-FROM check_rate_limit(p_key => 'pgbouncer', p_limit => $seed_limit, p_window_seconds => 3600) AS c;
+SELECT 'sliding_window_limits', 'sliding_window_limits', c.allowed, c.current_count, pg_backend_pid()
+FROM check_rate_limit(p_key => 'pgbouncer', p_limit => $drop_in_limit, p_window_seconds => 3600) AS c;
 COMMIT;
 EOF
-if bounce "seed 004" "$scripts_dir/seed004.sql" "$seed_per_client"; then
-    read -r rows allowed denied distinct low high <<<"$(audit seed004)"
+if bounce "sliding_window_limits" "$scripts_dir/sliding_window_limits.sql" "$drop_in_per_client"; then
+    read -r rows allowed denied distinct low high <<<"$(audit sliding_window_limits)"
     # Only allowed calls are recorded: they saw current_count 1 .. limit, each once.
     counted="$(sql "SELECT coalesce(sum(count), 0) FROM rate_limit_buckets WHERE key = 'pgbouncer'")"
     is "transactions=$run_transactions audited=$rows allowed=$allowed buckets=$counted counts=$distinct $low..$high" \
-        "transactions=$seed_calls audited=$seed_calls allowed=$seed_limit buckets=$seed_limit counts=$seed_limit 1..$seed_limit" \
-        "seed 004 check_rate_limit(p_key, p_limit, p_window_seconds): $seed_calls calls, limit $seed_limit: exactly $seed_limit allowed and recorded"
-    echo "# seed 004: $run_transactions transactions, $allowed allowed, $denied denied, $run_tps TPS"
+        "transactions=$drop_in_calls audited=$drop_in_calls allowed=$drop_in_limit buckets=$drop_in_limit counts=$drop_in_limit 1..$drop_in_limit" \
+        "sliding-window check_rate_limit(p_key, p_limit, p_window_seconds): $drop_in_calls calls, limit $drop_in_limit: exactly $drop_in_limit allowed and recorded"
+    echo "# sliding_window_limits: $run_transactions transactions, $allowed allowed, $denied denied, $run_tps TPS"
 fi
 
 # ---- 10,000 keys ------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ TEST(AlignedWindow, FloorsInstantsBeforeTheEpoch) {
 
 TEST(AlignedWindow, SecondsUntilEndRoundUpAndAreNeverZero) {
     AlignedWindow w(10, kHour);
-    EXPECT_EQ(w.seconds_until_end(kT0), 3540);  // the seed's Retry-After: 3540
+    EXPECT_EQ(w.seconds_until_end(kT0), 3540);  // the original 429's Retry-After: 3540
     EXPECT_EQ(w.seconds_until_end(w.end(kT0) - 1), 1);
     EXPECT_EQ(w.seconds_until_end(w.end(kT0) - kMicrosPerSecond), 1);
     EXPECT_EQ(w.seconds_until_end(w.end(kT0) - kMicrosPerSecond - 1), 2);

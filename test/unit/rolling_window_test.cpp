@@ -34,14 +34,14 @@ TEST(RollingWindow, ElevenCallsLimitTenAllowsTheFirstTen) {
         current = &s;
     }
     EXPECT_EQ(allowed, 10);
-    EXPECT_EQ(s.call_count, 11);  // denied calls are counted, as in the seed
+    EXPECT_EQ(s.call_count, 11);  // denied calls are counted, as in the original
     EXPECT_EQ(s.window_start, kT0);
 }
 
 TEST(RollingWindow, RestartsOnlyWhenStrictlyOlderThanTheWindow) {
     RollingWindow w(1, kMicrosPerMinute);
     RollingWindowState s{1, kT0};
-    // Exactly one window later the window still holds: the seed compares with <.
+    // Exactly one window later the window still holds: the original function compares with <.
     Outcome at_edge = call(w, &s, kT0 + kMicrosPerMinute);
     EXPECT_FALSE(at_edge.allowed);
     EXPECT_EQ(at_edge.state.window_start, kT0);

@@ -50,7 +50,7 @@ TEST(SecondBuckets, BucketOfTruncatesToTheSecond) {
     EXPECT_EQ(SecondBuckets::bucket_of(-1), -kMicrosPerSecond);
 }
 
-TEST(SecondBuckets, SeedSequenceAndRetryAfterTheOldestBucket) {
+TEST(SecondBuckets, FiveInAMinuteThenRetryAfterTheOldestBucket) {
     SecondBuckets rule(5, kMinute);
     BucketTable table;
     for (Micros at : {kT0, kT0, kT0 + 5 * kMicrosPerSecond, kT0 + 10 * kMicrosPerSecond,

@@ -1,0 +1,61 @@
+-- The game backend's per-RPC limits, drop-in: rpc_rate_limits and check_rate_limit(text,
+-- integer, integer), one row per (user_id, rpc_name); the window restarts at the first call
+-- after it has lasted longer than p_window_minutes. In the schema CREATE EXTENSION installs
+-- into (public by default, where PostgREST looks).
+
+CREATE TABLE @extschema@.rpc_rate_limits (
+    id                uuid        PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),
+    user_id           uuid        NOT NULL,
+    rpc_name          text        NOT NULL,
+    call_count        integer     NOT NULL DEFAULT 1,
+    window_start      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    ip_address        text,
+    -- When the current window stops counting; lets cleanup prove a row is dead. Not indexed,
+    -- like call_count and window_start, so every update can be a HOT update.
+    window_expires_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT rpc_rate_limits_user_id_rpc_name_key UNIQUE (user_id, rpc_name)
+) WITH (fillfactor = 70);
+
+COMMENT ON TABLE @extschema@.rpc_rate_limits IS
+    'ratelimit: per-RPC counters, one row per (user_id, rpc_name); written only through check_rate_limit';
+
+-- Counters are written by the extension's functions only: no direct access for API roles.
+ALTER TABLE @extschema@.rpc_rate_limits ENABLE ROW LEVEL SECURITY;
+REVOKE ALL ON TABLE @extschema@.rpc_rate_limits FROM PUBLIC;
+
+-- As in the game backend, a user's counters go when the user does, where Supabase's auth.users exists.
+DO $$
+BEGIN
+    IF pg_catalog.to_regclass('auth.users') IS NOT NULL THEN
+        EXECUTE pg_catalog.format(
+            'ALTER TABLE %I.rpc_rate_limits ADD CONSTRAINT rpc_rate_limits_user_id_fkey '
+            'FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE',
+            '@extschema@');
+    END IF;
+END
+$$;
+
+CREATE FUNCTION @extschema@.check_rate_limit(
+    p_rpc_name text,
+    p_max_calls integer DEFAULT 10,
+    p_window_minutes integer DEFAULT 1)
+RETURNS boolean
+LANGUAGE c VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rl_check_rate_limit';
+
+COMMENT ON FUNCTION @extschema@.check_rate_limit(text, integer, integer) IS
+    'ratelimit: per-RPC check for the JWT caller (auth.uid()); true = allowed; anonymous callers are allowed';
+
+CREATE FUNCTION @extschema@.check_rate_limit_for_user(
+    p_user_id uuid,
+    p_rpc_name text,
+    p_max_calls integer DEFAULT 10,
+    p_window_minutes integer DEFAULT 1)
+RETURNS boolean
+LANGUAGE c VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'rl_check_rate_limit_for_user';
+
+COMMENT ON FUNCTION @extschema@.check_rate_limit_for_user(uuid, text, integer, integer) IS
+    'ratelimit: per-RPC check for an explicit user id (trusted callers only)';

@@ -1,0 +1,110 @@
+-- The native API: consume, peek, refund, reset, block, consume_all, and the helpers policies use.
+
+-- What every decision returns. "limit" is what a full key allows at once (the burst for
+-- token_bucket and gcra); remaining is what a call could take now; the waits are in
+-- milliseconds, rounded up, so that calling again exactly retry_after_ms later is allowed.
+CREATE TYPE ratelimit.decision AS (
+    allowed boolean,
+    "limit" integer,
+    remaining integer,
+    retry_after_ms bigint,
+    reset_after_ms bigint
+);
+
+-- Consumes p_cost units of p_key's allowance of p_limit per p_period. A denied call consumes
+-- nothing; a cost larger than what remains is denied whole.
+CREATE FUNCTION ratelimit.consume(
+    p_key text,
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL)
+RETURNS ratelimit.decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_consume';
+
+-- What consume would decide now, without consuming (nothing is written).
+CREATE FUNCTION ratelimit.peek(
+    p_key text,
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL)
+RETURNS ratelimit.decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_peek';
+
+-- Gives back up to p_cost units consumed earlier (e.g. when the guarded work did not happen);
+-- returns what a one-unit peek says afterwards.
+CREATE FUNCTION ratelimit.refund(
+    p_key text,
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL)
+RETURNS ratelimit.decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_refund';
+
+-- Forgets everything about p_key (counts and block); true if there was anything.
+CREATE FUNCTION ratelimit.reset(p_key text, p_engine text DEFAULT 'table')
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_reset';
+
+-- Denies every call on p_key for p_duration (an existing longer block stays); returns the end.
+CREATE FUNCTION ratelimit.block(p_key text, p_duration interval, p_engine text DEFAULT 'table')
+RETURNS timestamptz
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_block';
+
+-- consume_all: element i of each array describes limit i (p_algorithms, p_engines, p_bursts
+-- and p_enforced may be NULL: fixed_window, table, no burst, enforced). If every enforced limit
+-- allows p_cost, each limit that allows is charged; if any enforced limit denies, nothing is
+-- charged anywhere. Element i of the result is limit i's decision: after the charge when the
+-- call was allowed, as the key stands (nothing taken) when it was denied. Limits with
+-- p_enforced false (shadow) are charged when they allow and only reported when they deny.
+-- Table rows are written in a subtransaction that is undone on a denial; memory keys are
+-- decided under all their partition locks at once, after the table keys.
+------------------------------------------------------------------------------------------------
+
+CREATE FUNCTION ratelimit.consume_all(
+    p_keys text[],
+    p_limits integer[],
+    p_periods interval[],
+    p_algorithms text[] DEFAULT NULL,
+    p_engines text[] DEFAULT NULL,
+    p_bursts integer[] DEFAULT NULL,
+    p_enforced boolean[] DEFAULT NULL,
+    p_cost integer DEFAULT 1)
+RETURNS ratelimit.decision[]
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_consume_all';
+
+-- Raises the error consume would raise for these settings (22023/22004 naming the argument),
+-- or returns nothing. Policies are checked with it when they are written.
+CREATE FUNCTION ratelimit.validate_limit(
+    p_limit integer,
+    p_period interval,
+    p_algorithm text,
+    p_engine text,
+    p_burst integer DEFAULT NULL)
+RETURNS void
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_validate_limit';
+
+-- SHA-256 of a subject (an IP address, an e-mail) as 64 lowercase hex digits: the same digest
+-- as crypto.subtle.digest('SHA-256', new TextEncoder().encode(value)) in an edge function.
+CREATE FUNCTION ratelimit.hash_subject(p_value text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT encode(sha256(convert_to(p_value, 'UTF8')), 'hex') $$;
+
+--

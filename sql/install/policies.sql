@@ -1,0 +1,269 @@
+-- Policies: the policy tables, their validation and cache triggers, and check, check_all,
+-- check_http and the HTTP helpers.
+
+-- Policies: a name for a limit, read on every call, so an edited row decides the next call in
+-- every session. Only administrators (the owner, superusers) write these tables.
+------------------------------------------------------------------------------------------------
+
+CREATE TABLE ratelimit.policies (
+    name text COLLATE "C" PRIMARY KEY
+        CONSTRAINT policies_name_check CHECK (name ~ '^[A-Za-z0-9_.:-]{1,63}$'),
+    algorithm text NOT NULL DEFAULT 'fixed_window',
+    "limit" integer NOT NULL,
+    period interval NOT NULL,
+    burst integer,
+    engine text NOT NULL DEFAULT 'table',
+    -- A denied call counts as an attempt: the key stays denied for a full period after it.
+    count_denied boolean NOT NULL DEFAULT false,
+    -- Dry run: the policy is charged when it allows, and when it would deny the call goes on
+    -- and is counted as shadow_denied.
+    shadow boolean NOT NULL DEFAULT false,
+    -- Keys are stored as ratelimit.hash_subject(key), so no IP or e-mail is kept in clear.
+    hash_key boolean NOT NULL DEFAULT false,
+    -- Denials are written to ratelimit.denial_log (sampled, bounded).
+    log_denials boolean NOT NULL DEFAULT false,
+    description text
+);
+
+COMMENT ON TABLE ratelimit.policies IS
+    'ratelimit: named limits for ratelimit.check and ratelimit.check_all; edits apply to the next call';
+
+CREATE FUNCTION ratelimit.policies_validate()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ratelimit.validate_limit(NEW."limit", NEW.period, NEW.algorithm, NEW.engine,
+                                     NEW.burst);
+    RETURN NEW;
+EXCEPTION
+    WHEN invalid_parameter_value OR null_value_not_allowed THEN
+        RAISE EXCEPTION 'policy "%": %', NEW.name, SQLERRM USING ERRCODE = SQLSTATE;
+END
+$$;
+
+CREATE TRIGGER policies_validate BEFORE INSERT OR UPDATE ON ratelimit.policies
+    FOR EACH ROW EXECUTE FUNCTION ratelimit.policies_validate();
+
+-- Tiers of callers: a multiplier on every policy's limit (and burst), or a bypass.
+CREATE TABLE ratelimit.tiers (
+    name text COLLATE "C" PRIMARY KEY
+        CONSTRAINT tiers_name_check CHECK (name ~ '^[A-Za-z0-9_.:-]{1,63}$'),
+    multiplier numeric NOT NULL DEFAULT 1
+        CONSTRAINT tiers_multiplier_check CHECK (multiplier > 0 AND multiplier <= 1000),
+    bypass boolean NOT NULL DEFAULT false,
+    description text
+);
+
+-- One key's own limit under one policy: a limit, a multiplier, or a bypass. An override wins
+-- over the caller's tier; one that has expired is ignored.
+CREATE TABLE ratelimit.key_overrides (
+    policy text COLLATE "C" NOT NULL
+        REFERENCES ratelimit.policies (name) ON UPDATE CASCADE ON DELETE CASCADE,
+    key text COLLATE "C" NOT NULL,
+    "limit" integer CONSTRAINT key_overrides_limit_check CHECK ("limit" > 0),
+    multiplier numeric
+        CONSTRAINT key_overrides_multiplier_check CHECK (multiplier > 0 AND multiplier <= 1000),
+    bypass boolean NOT NULL DEFAULT false,
+    expires_at timestamptz,
+    reason text,
+    PRIMARY KEY (policy, key),
+    CONSTRAINT key_overrides_one_change CHECK (num_nonnulls("limit", multiplier) <= 1)
+);
+
+-- Allow and deny lists. An entry names a user, a key or an IP range (inet/cidr, v4 or v6),
+-- for one policy or for all (policy NULL), until expires_at (NULL: until removed). A matching
+-- deny entry denies the call and charges nothing; a matching allow entry skips that policy.
+-- Deny wins over allow.
+CREATE TABLE ratelimit.access_list (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    action text NOT NULL CONSTRAINT access_list_action_check CHECK (action IN ('allow', 'deny')),
+    policy text COLLATE "C"
+        REFERENCES ratelimit.policies (name) ON UPDATE CASCADE ON DELETE CASCADE,
+    user_id uuid,
+    key text COLLATE "C",
+    ip cidr,
+    expires_at timestamptz,
+    reason text,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT access_list_one_subject CHECK (num_nonnulls(user_id, key, ip) = 1)
+);
+
+CREATE INDEX access_list_user_id ON ratelimit.access_list (user_id) WHERE user_id IS NOT NULL;
+CREATE INDEX access_list_key ON ratelimit.access_list (key) WHERE key IS NOT NULL;
+CREATE INDEX access_list_ip ON ratelimit.access_list USING gist (ip inet_ops)
+    WHERE ip IS NOT NULL;
+
+------------------------------------------------------------------------------------------------
+-- The denial log: rows shaped like a security event, in a ring of ratelimit.denial_log_size
+-- slots, so it never grows past that; ratelimit.denial_log_sample_rate of the denials of
+-- policies with log_denials are written. Rows are written in the caller's transaction.
+------------------------------------------------------------------------------------------------
+
+CREATE TABLE ratelimit.denial_log (
+    slot integer PRIMARY KEY,
+    logged_at timestamptz NOT NULL,
+    event_type text NOT NULL,
+    severity text NOT NULL,
+    source text NOT NULL,
+    status text NOT NULL,
+    error_message text NOT NULL,
+    event_data jsonb NOT NULL
+);
+
+CREATE SEQUENCE ratelimit.denial_log_position;
+
+------------------------------------------------------------------------------------------------
+-- Deciding by policy
+------------------------------------------------------------------------------------------------
+
+-- What a policy check answers. policy is the policy the answer is about: the first (in the
+-- order given) that denied, else the one with the least remaining, whose limit an HTTP
+-- response should show. retry_after_ms is the wait until every denying policy would allow
+-- (NULL when no wait will do: a deny-list entry without an end, or a cost above the limit).
+-- reason: 'limited' (a limit denied), 'within_limits', 'deny_list', 'cost_exceeds_limit' (a
+-- cost the policy could never allow: denied, nothing charged), 'allow_list' or 'bypass' (no
+-- limit was checked).
+-- shadow_denied lists the shadow policies that would have denied.
+CREATE TYPE ratelimit.policy_decision AS (
+    allowed boolean,
+    policy text,
+    "limit" integer,
+    remaining integer,
+    retry_after_ms bigint,
+    reset_after_ms bigint,
+    period_ms bigint,
+    cost integer,
+    reason text,
+    shadow_denied text[],
+    decided_at timestamptz
+);
+
+------------------------------------------------------------------------------------------------
+-- The policy tables' cache: a statement that changes one of them invalidates every backend's
+-- copy when its transaction commits (src/pg/policy_cache.hpp).
+------------------------------------------------------------------------------------------------
+
+CREATE FUNCTION ratelimit.policy_tables_changed()
+RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'ratelimit_policy_tables_changed';
+
+CREATE TRIGGER policies_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON ratelimit.policies FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER tiers_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON ratelimit.tiers FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER key_overrides_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON ratelimit.key_overrides FOR EACH STATEMENT
+    EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER access_list_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON ratelimit.access_list FOR EACH STATEMENT
+    EXECUTE FUNCTION ratelimit.policy_tables_changed();
+
+------------------------------------------------------------------------------------------------
+-- Deciding by policy, natively. They read the
+-- policy tables through the cache and write counters through the engines, neither of which
+-- goes through SQL, so they need neither SECURITY DEFINER nor a pinned search_path (the
+-- denial log is written as its table's owner with schema-qualified statements).
+------------------------------------------------------------------------------------------------
+
+CREATE FUNCTION ratelimit.decide_policies(
+    p_policies text[],
+    p_keys text[],
+    p_cost integer,
+    p_tier text,
+    p_ip inet,
+    p_user uuid,
+    p_policy_argument text,
+    p_key_argument text)
+RETURNS ratelimit.policy_decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_decide_policies';
+
+CREATE FUNCTION ratelimit.check(
+    p_policy text,
+    p_key text,
+    p_cost integer DEFAULT 1,
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL)
+RETURNS ratelimit.policy_decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_check';
+
+CREATE FUNCTION ratelimit.check_all(
+    p_policies text[],
+    p_keys text[],
+    p_cost integer DEFAULT 1,
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL)
+RETURNS ratelimit.policy_decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_check_all';
+
+CREATE FUNCTION ratelimit.check_http(
+    p_policies text[],
+    p_keys text[],
+    p_cost integer DEFAULT 1,
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL,
+    p_reset_format text DEFAULT 'iso8601',
+    p_body_shape text DEFAULT 'error_message')
+RETURNS jsonb
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_check_http';
+
+-- A policy's counters for one subject, for administrators: reached through the policy only (the
+-- native reset and block never touch them). p_key is the subject as callers pass it (hashed
+-- here when the policy has hash_key).
+CREATE FUNCTION ratelimit.reset_policy_key(p_policy text, p_key text)
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_reset_policy_key';
+
+CREATE FUNCTION ratelimit.block_policy_key(p_policy text, p_key text, p_duration interval)
+RETURNS timestamptz
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_block_policy_key';
+
+CREATE FUNCTION ratelimit.http_headers(
+    p_decision ratelimit.policy_decision,
+    p_reset_format text DEFAULT 'iso8601')
+RETURNS jsonb
+LANGUAGE c IMMUTABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_http_headers';
+
+CREATE FUNCTION ratelimit.http_body(
+    p_decision ratelimit.policy_decision,
+    p_shape text DEFAULT 'error_message')
+RETURNS jsonb
+LANGUAGE c IMMUTABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_http_body';
+
+-- A period in words, for messages: "minute", "hour", "15 minutes", "90 seconds".
+CREATE FUNCTION ratelimit.describe_period(p_period interval)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH length(ms) AS (SELECT round(extract(epoch FROM p_period) * 1000)::bigint),
+         unit(name, ms) AS (VALUES ('day', 86400000::bigint), ('hour', 3600000), ('minute', 60000),
+                                   ('second', 1000), ('millisecond', 1))
+    SELECT CASE WHEN length.ms = unit.ms THEN unit.name
+                ELSE format('%s %ss', length.ms / unit.ms, unit.name) END
+      FROM length, unit
+     WHERE length.ms % unit.ms = 0
+     ORDER BY unit.ms DESC
+     LIMIT 1
+$$;
+
+-- Rows an administrator adds to the policy tables are theirs: pg_dump keeps them. The access
+-- list's identity sequence goes with them, so that an entry added after a restore gets a new id.
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.policies', '');
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.tiers', '');
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.key_overrides', '');
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.access_list', '');
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.access_list_id_seq', '');
