@@ -8,6 +8,7 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).co
 MODULE_big = ratelimit
 CORE_OBJS = \
 	src/core/algorithms.o \
+	src/core/drop_in_limits.o \
 	src/core/engine.o \
 	src/core/http_fields.o \
 	src/core/instant_text.o \
@@ -21,6 +22,7 @@ CORE_OBJS = \
 PG_OBJS = \
 	src/pg/arguments.o \
 	src/pg/clock.o \
+	src/pg/drop_in_rules.o \
 	src/pg/guard.o \
 	src/pg/jwt_caller.o \
 	src/pg/key_state_table.o \

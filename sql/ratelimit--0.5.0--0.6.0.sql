@@ -374,3 +374,138 @@ BEGIN
     END IF;
 END
 $$;
+
+------------------------------------------------------------------------------------------------
+-- Privileges by construction. Default privileges (ALTER DEFAULT PRIVILEGES, database-wide or
+-- IN SCHEMA) hand new tables, views, sequences, functions, types and schemas to whichever roles
+-- they name, TRUNCATE (which ignores row level security) and EXECUTE on reset and block
+-- included. So every member of the extension loses every grant but its owner's, PUBLIC's
+-- included, and then gets exactly the grants listed below: the list of docs/operations.md,
+-- "Who may call what". Keep this block last.
+------------------------------------------------------------------------------------------------
+
+DO $$
+DECLARE
+    -- At an update, grants to other roles may be an administrator's own: they stay.
+    reset_every_role constant boolean := false;
+    -- The roles the list speaks for; an update takes back from them whatever it does not give.
+    api_roles constant text[] := ARRAY['anon', 'authenticated'];
+    member record;
+    grantees text;
+    wanted record;
+BEGIN
+    FOR member IN
+        WITH members AS (
+            SELECT d.classid, d.objid
+            FROM pg_catalog.pg_depend d
+            JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+            WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+              AND d.deptype = 'e' AND e.extname = 'ratelimit')
+        SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind,
+               pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, c.relowner AS owner,
+               ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(c.relacl) a
+                     UNION
+                     SELECT a.grantee FROM pg_catalog.pg_attribute att,
+                                           pg_catalog.aclexplode(att.attacl) a
+                     WHERE att.attrelid = c.oid) AS grantees
+        FROM members m
+        JOIN pg_catalog.pg_class c ON m.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                                  AND c.oid = m.objid
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+        UNION ALL
+        SELECT 'ROUTINE',
+               pg_catalog.format('%I.%I(%s)', n.nspname, p.proname,
+                                 pg_catalog.pg_get_function_identity_arguments(p.oid)),
+               p.proowner, ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(p.proacl) a)
+        FROM members m
+        JOIN pg_catalog.pg_proc p ON m.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+                                 AND p.oid = m.objid
+        JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+        UNION ALL
+        SELECT 'TYPE', pg_catalog.format('%I.%I', n.nspname, t.typname), t.typowner,
+               ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(t.typacl) a)
+        FROM members m
+        JOIN pg_catalog.pg_type t ON m.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
+                                 AND t.oid = m.objid
+        JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+        UNION ALL
+        SELECT 'SCHEMA', pg_catalog.quote_ident(n.nspname), n.nspowner,
+               ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(n.nspacl) a)
+        FROM members m
+        JOIN pg_catalog.pg_namespace n ON m.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                                      AND n.oid = m.objid
+    LOOP
+        SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+        INTO grantees
+        FROM pg_catalog.pg_roles r
+        WHERE r.oid = ANY (member.grantees) AND r.oid <> member.owner
+          AND (reset_every_role OR r.rolname = ANY (api_roles));
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s CASCADE', member.kind, member.name,
+                                  pg_catalog.concat_ws(', ', 'PUBLIC', grantees));
+        -- Nobody but the owner creates objects in the extension's schema.
+        IF member.kind = 'SCHEMA' AND NOT reset_every_role THEN
+            SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+            INTO grantees
+            FROM pg_catalog.pg_roles r
+            WHERE r.oid = ANY (member.grantees) AND r.oid <> member.owner;
+            IF grantees IS NOT NULL THEN
+                EXECUTE pg_catalog.format('REVOKE CREATE ON SCHEMA %s FROM %s CASCADE',
+                                          member.name, grantees);
+            END IF;
+        END IF;
+    END LOOP;
+
+    FOR wanted IN
+        SELECT g.privilege, g.kind, g.name, g.grantee
+        FROM (VALUES
+            -- Everyone: the game backend's check counts only the caller; the rest compute from
+            -- their arguments only. A type reveals nothing.
+            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit(text, integer, integer)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.http_headers(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.http_body(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.validate_limit(integer, interval, text, text, integer)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.hash_subject(text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.cleanup_jobs()'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('USAGE', 'TYPE', 'ratelimit.decision'::pg_catalog.regtype::text, 'PUBLIC'),
+            ('USAGE', 'TYPE', 'ratelimit.policy_decision'::pg_catalog.regtype::text, 'PUBLIC'),
+            -- An authenticated user spends only its own endpoint quota (checked against the JWT).
+            ('EXECUTE', 'FUNCTION', '@extschema@.increment_rate_limit(uuid, text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'authenticated'),
+            -- service_role (Supabase's trusted server code): deciding, the counters, and the
+            -- drop-ins' calls that name a user or a key; never the policy tables.
+            ('USAGE', 'SCHEMA', 'ratelimit', 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.check(text, text, integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.check_all(text[], text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.reset(text, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.block(text, interval, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.reset_policy_key(text, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.block_policy_key(text, text, interval)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.policy_stats()'::pg_catalog.regprocedure::text, 'service_role'),
+            ('SELECT', 'TABLE', 'ratelimit.policy_stats'::pg_catalog.regclass::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.top_offenders(integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.memory_stats()'::pg_catalog.regprocedure::text, 'service_role'),
+            ('SELECT', 'TABLE', 'ratelimit.memory_stats'::pg_catalog.regclass::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_for_user(uuid, text, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_rpc_rate_limits(interval)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.increment_rate_limit(uuid, text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit(text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_expired_rate_limits()'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_old_rate_limit_buckets()'::pg_catalog.regprocedure::text, 'service_role')
+        ) AS g(privilege, kind, name, grantee)
+        WHERE g.grantee = 'PUBLIC'
+           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = g.grantee)
+    LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s', wanted.privilege, wanted.kind, wanted.name,
+                                  CASE wanted.grantee WHEN 'PUBLIC' THEN 'PUBLIC'
+                                  ELSE pg_catalog.quote_ident(wanted.grantee) END);
+    END LOOP;
+END
+$$;

@@ -33,4 +33,18 @@ struct SubClaim {
 std::optional<Uuid> resolve_caller(const char* claim_sub_setting,
                                    const std::optional<SubClaim>& claims_sub);
 
+// Who asks to act on a user id: whether the current role is one PostgREST switches to for a
+// request (a JWT role: anon, authenticated, ...), and the caller resolve_caller found.
+struct UserIdCaller {
+    bool jwt_role = false;
+    std::optional<Uuid> sub;
+};
+
+// Throws ArgumentError (42501) naming `argument` unless `caller` may act on `user_id`: a caller
+// with a sub may only name its own id; a JWT role without a sub may name none, since a request
+// without a sub (anon key, a token without sub) proves no user. Other roles without a sub
+// (service_role, server code) are trusted to name any user.
+void require_may_act_on(const std::string& argument, const UserIdCaller& caller,
+                        const Uuid& user_id);
+
 }  // namespace ratelimit

@@ -1,7 +1,8 @@
 -- The game backend's per-RPC limits, drop-in: rpc_rate_limits and check_rate_limit(text,
 -- integer, integer), one row per (user_id, rpc_name); the window restarts at the first call
--- after it has lasted longer than p_window_minutes. In the schema CREATE EXTENSION installs
--- into (public by default, where PostgREST looks).
+-- after it has lasted longer than p_window_minutes (the policy rpc.<p_rpc_name>'s period when
+-- there is one), as it stood when the window opened (window_expires_at). In the schema CREATE
+-- EXTENSION installs into (public by default, where PostgREST looks).
 
 CREATE TABLE @extschema@.rpc_rate_limits (
     id                uuid        PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),

@@ -1,173 +1,144 @@
--- Privileges: what PUBLIC may not do, and what Supabase's API roles and service_role may.
+-- Privileges: row level security on the policy tables, then every member object's grants, set
+-- by construction (the last block), whatever default privileges the database has.
 
--- Only trusted roles may name the user or run cleanup.
-REVOKE EXECUTE ON FUNCTION @extschema@.check_rate_limit_for_user(uuid, text, integer, integer) FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION @extschema@.cleanup_rpc_rate_limits(interval) FROM PUBLIC;
-
--- Supabase grants new tables and functions in public to its API roles by default privileges;
--- take back what they must not have, and give service_role the trusted calls.
-DO $$
-DECLARE
-    api_role text;
-BEGIN
-    FOREACH api_role IN ARRAY ARRAY['anon', 'authenticated'] LOOP
-        IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = api_role) THEN
-            EXECUTE pg_catalog.format('REVOKE ALL ON TABLE %I.rpc_rate_limits FROM %I',
-                                      '@extschema@', api_role);
-            EXECUTE pg_catalog.format(
-                'REVOKE EXECUTE ON FUNCTION %I.check_rate_limit_for_user(uuid, text, integer, integer), '
-                '%I.cleanup_rpc_rate_limits(interval) FROM %I',
-                '@extschema@', '@extschema@', api_role);
-        END IF;
-    END LOOP;
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'service_role') THEN
-        EXECUTE pg_catalog.format(
-            'GRANT EXECUTE ON FUNCTION %I.check_rate_limit_for_user(uuid, text, integer, integer), '
-            '%I.cleanup_rpc_rate_limits(interval) TO service_role',
-            '@extschema@', '@extschema@');
-    END IF;
-END
-$$;
-
-------------------------------------------------------------------------------------------------
--- Drop-in endpoint and sliding-window limits
--- An authenticated user may only spend its own endpoint quota (increment_rate_limit checks
--- p_user_id against the JWT sub); the sliding-window keys are chosen by the caller, so only
--- trusted roles may check them; cleanup and scheduling are for administrators.
-------------------------------------------------------------------------------------------------
-
-REVOKE EXECUTE ON FUNCTION
-    @extschema@.increment_rate_limit(uuid, text, integer, integer, integer),
-    @extschema@.check_rate_limit(text, integer, integer, integer),
-    @extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer),
-    @extschema@.cleanup_expired_rate_limits(),
-    @extschema@.cleanup_old_rate_limit_buckets(),
-    ratelimit.schedule_cleanup(text),
-    ratelimit.unschedule_cleanup()
-FROM PUBLIC;
-
-DO $$
-DECLARE
-    api_role text;
-    trusted_functions constant text :=
-        '@extschema@.increment_rate_limit(uuid, text, integer, integer, integer), '
-        '@extschema@.check_rate_limit(text, integer, integer, integer), '
-        '@extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer), '
-        '@extschema@.cleanup_expired_rate_limits(), '
-        '@extschema@.cleanup_old_rate_limit_buckets()';
-BEGIN
-    FOREACH api_role IN ARRAY ARRAY['anon', 'authenticated'] LOOP
-        IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = api_role) THEN
-            EXECUTE pg_catalog.format('REVOKE ALL ON TABLE @extschema@.rate_limits, '
-                                      '@extschema@.rate_limit_buckets FROM %I', api_role);
-            EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM %I',
-                                      trusted_functions, api_role);
-        END IF;
-    END LOOP;
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'authenticated') THEN
-        GRANT EXECUTE ON FUNCTION
-            @extschema@.increment_rate_limit(uuid, text, integer, integer, integer) TO authenticated;
-    END IF;
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'service_role') THEN
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO service_role', trusted_functions);
-    END IF;
-END
-$$;
-
-------------------------------------------------------------------------------------------------
--- The native API. Callers choose the keys, so the native API is for trusted roles: the owner and,
--- on Supabase, service_role (edge functions). Grant EXECUTE to an application role to let it
--- decide; reset, block and cleanup are administration.
-------------------------------------------------------------------------------------------------
-
-REVOKE EXECUTE ON FUNCTION
-    ratelimit.consume(text, integer, interval, integer, text, text, integer),
-    ratelimit.peek(text, integer, interval, integer, text, text, integer),
-    ratelimit.refund(text, integer, interval, integer, text, text, integer),
-    ratelimit.reset(text, text),
-    ratelimit.block(text, interval, text),
-    ratelimit.reset_policy_key(text, text),
-    ratelimit.block_policy_key(text, text, interval),
-    ratelimit.cleanup_key_state(text)
-FROM PUBLIC;
-
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'service_role') THEN
-        GRANT USAGE ON SCHEMA ratelimit TO service_role;
-        GRANT EXECUTE ON FUNCTION
-            ratelimit.consume(text, integer, interval, integer, text, text, integer),
-            ratelimit.peek(text, integer, interval, integer, text, text, integer),
-            ratelimit.refund(text, integer, interval, integer, text, text, integer),
-            ratelimit.reset(text, text),
-            ratelimit.block(text, interval, text),
-            ratelimit.reset_policy_key(text, text),
-            ratelimit.block_policy_key(text, text, interval)
-        TO service_role;
-    END IF;
-END
-$$;
-
--- Stats reveal no key (the store keeps hashes only) but are still for operators: the owner
--- and, on Supabase, service_role.
-REVOKE EXECUTE ON FUNCTION ratelimit.memory_stats() FROM PUBLIC;
-REVOKE ALL ON TABLE ratelimit.memory_stats FROM PUBLIC;
-
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'service_role') THEN
-        GRANT EXECUTE ON FUNCTION ratelimit.memory_stats() TO service_role;
-        GRANT SELECT ON TABLE ratelimit.memory_stats TO service_role;
-    END IF;
-END
-$$;
-
-------------------------------------------------------------------------------------------------
--- Policies. Deciding by policy is for the roles that may call the native API (service_role
--- on Supabase); the tables and counters are for administrators only.
-------------------------------------------------------------------------------------------------
-
+-- The policy tables have no policy: only their owner (and superusers) read or write them.
 ALTER TABLE ratelimit.policies ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ratelimit.tiers ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ratelimit.key_overrides ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ratelimit.access_list ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ratelimit.denial_log ENABLE ROW LEVEL SECURITY;
-REVOKE ALL ON TABLE ratelimit.policies, ratelimit.tiers, ratelimit.key_overrides,
-    ratelimit.access_list, ratelimit.denial_log, ratelimit.policy_stats FROM PUBLIC;
-REVOKE ALL ON SEQUENCE ratelimit.denial_log_position FROM PUBLIC;
 
-REVOKE EXECUTE ON FUNCTION
-    ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer),
-    ratelimit.decide_policies(text[], text[], integer, text, inet, uuid, text, text),
-    ratelimit.check(text, text, integer, text, inet, uuid),
-    ratelimit.check_all(text[], text[], integer, text, inet, uuid),
-    ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text),
-    ratelimit.record_outcomes(text[], text[], text[]),
-    ratelimit.policy_stats(),
-    ratelimit.top_offenders(integer),
-    ratelimit.reset_policy_stats(),
-    ratelimit.policies_validate()
-FROM PUBLIC;
+------------------------------------------------------------------------------------------------
+-- Privileges by construction. Default privileges (ALTER DEFAULT PRIVILEGES, database-wide or
+-- IN SCHEMA) hand new tables, views, sequences, functions, types and schemas to whichever roles
+-- they name, TRUNCATE (which ignores row level security) and EXECUTE on reset and block
+-- included. So every member of the extension loses every grant but its owner's, PUBLIC's
+-- included, and then gets exactly the grants listed below: the list of docs/operations.md,
+-- "Who may call what". Keep this block last.
+------------------------------------------------------------------------------------------------
 
 DO $$
+DECLARE
+    -- At install the objects are new, so any grant on them came from default privileges.
+    reset_every_role constant boolean := true;
+    -- The roles the list speaks for; an update takes back from them whatever it does not give.
+    api_roles constant text[] := ARRAY['anon', 'authenticated'];
+    member record;
+    grantees text;
+    wanted record;
 BEGIN
-    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'service_role') THEN
-        GRANT EXECUTE ON FUNCTION
-            ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer),
-            ratelimit.check(text, text, integer, text, inet, uuid),
-            ratelimit.check_all(text[], text[], integer, text, inet, uuid),
-            ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text),
-            ratelimit.policy_stats(),
-            ratelimit.top_offenders(integer)
-        TO service_role;
-        GRANT SELECT ON TABLE ratelimit.policy_stats TO service_role;
-    END IF;
+    FOR member IN
+        WITH members AS (
+            SELECT d.classid, d.objid
+            FROM pg_catalog.pg_depend d
+            JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+            WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+              AND d.deptype = 'e' AND e.extname = 'ratelimit')
+        SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind,
+               pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, c.relowner AS owner,
+               ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(c.relacl) a
+                     UNION
+                     SELECT a.grantee FROM pg_catalog.pg_attribute att,
+                                           pg_catalog.aclexplode(att.attacl) a
+                     WHERE att.attrelid = c.oid) AS grantees
+        FROM members m
+        JOIN pg_catalog.pg_class c ON m.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                                  AND c.oid = m.objid
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+        UNION ALL
+        SELECT 'ROUTINE',
+               pg_catalog.format('%I.%I(%s)', n.nspname, p.proname,
+                                 pg_catalog.pg_get_function_identity_arguments(p.oid)),
+               p.proowner, ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(p.proacl) a)
+        FROM members m
+        JOIN pg_catalog.pg_proc p ON m.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+                                 AND p.oid = m.objid
+        JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+        UNION ALL
+        SELECT 'TYPE', pg_catalog.format('%I.%I', n.nspname, t.typname), t.typowner,
+               ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(t.typacl) a)
+        FROM members m
+        JOIN pg_catalog.pg_type t ON m.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
+                                 AND t.oid = m.objid
+        JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+        UNION ALL
+        SELECT 'SCHEMA', pg_catalog.quote_ident(n.nspname), n.nspowner,
+               ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(n.nspacl) a)
+        FROM members m
+        JOIN pg_catalog.pg_namespace n ON m.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                                      AND n.oid = m.objid
+    LOOP
+        SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+        INTO grantees
+        FROM pg_catalog.pg_roles r
+        WHERE r.oid = ANY (member.grantees) AND r.oid <> member.owner
+          AND (reset_every_role OR r.rolname = ANY (api_roles));
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s CASCADE', member.kind, member.name,
+                                  pg_catalog.concat_ws(', ', 'PUBLIC', grantees));
+        -- Nobody but the owner creates objects in the extension's schema.
+        IF member.kind = 'SCHEMA' AND NOT reset_every_role THEN
+            SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+            INTO grantees
+            FROM pg_catalog.pg_roles r
+            WHERE r.oid = ANY (member.grantees) AND r.oid <> member.owner;
+            IF grantees IS NOT NULL THEN
+                EXECUTE pg_catalog.format('REVOKE CREATE ON SCHEMA %s FROM %s CASCADE',
+                                          member.name, grantees);
+            END IF;
+        END IF;
+    END LOOP;
+
+    FOR wanted IN
+        SELECT g.privilege, g.kind, g.name, g.grantee
+        FROM (VALUES
+            -- Everyone: the game backend's check counts only the caller; the rest compute from
+            -- their arguments only. A type reveals nothing.
+            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit(text, integer, integer)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.http_headers(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.http_body(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.validate_limit(integer, interval, text, text, integer)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.hash_subject(text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.cleanup_jobs()'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('USAGE', 'TYPE', 'ratelimit.decision'::pg_catalog.regtype::text, 'PUBLIC'),
+            ('USAGE', 'TYPE', 'ratelimit.policy_decision'::pg_catalog.regtype::text, 'PUBLIC'),
+            -- An authenticated user spends only its own endpoint quota (checked against the JWT).
+            ('EXECUTE', 'FUNCTION', '@extschema@.increment_rate_limit(uuid, text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'authenticated'),
+            -- service_role (Supabase's trusted server code): deciding, the counters, and the
+            -- drop-ins' calls that name a user or a key; never the policy tables.
+            ('USAGE', 'SCHEMA', 'ratelimit', 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.check(text, text, integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.check_all(text[], text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.reset(text, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.block(text, interval, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.reset_policy_key(text, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.block_policy_key(text, text, interval)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.policy_stats()'::pg_catalog.regprocedure::text, 'service_role'),
+            ('SELECT', 'TABLE', 'ratelimit.policy_stats'::pg_catalog.regclass::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.top_offenders(integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.memory_stats()'::pg_catalog.regprocedure::text, 'service_role'),
+            ('SELECT', 'TABLE', 'ratelimit.memory_stats'::pg_catalog.regclass::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_for_user(uuid, text, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_rpc_rate_limits(interval)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.increment_rate_limit(uuid, text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit(text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_expired_rate_limits()'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_old_rate_limit_buckets()'::pg_catalog.regprocedure::text, 'service_role')
+        ) AS g(privilege, kind, name, grantee)
+        WHERE g.grantee = 'PUBLIC'
+           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = g.grantee)
+    LOOP
+        EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s', wanted.privilege, wanted.kind, wanted.name,
+                                  CASE wanted.grantee WHEN 'PUBLIC' THEN 'PUBLIC'
+                                  ELSE pg_catalog.quote_ident(wanted.grantee) END);
+    END LOOP;
 END
 $$;
-
-REVOKE EXECUTE ON FUNCTION ratelimit.policy_tables_changed() FROM PUBLIC;
-
--- Presets are for administrators: they write the policy tables, which only administrators own.
-REVOKE ALL ON TABLE ratelimit.preset_catalog, ratelimit.preset_policies, ratelimit.preset_tiers
-    FROM PUBLIC;
-REVOKE EXECUTE ON FUNCTION ratelimit.presets(), ratelimit.load_preset(text, boolean) FROM PUBLIC;

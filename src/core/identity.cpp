@@ -72,4 +72,17 @@ std::optional<Uuid> resolve_caller(const char* claim_sub_setting,
     throw ArgumentError::invalid("request.jwt.claims", "has a \"sub\" claim that is not a UUID");
 }
 
+void require_may_act_on(const std::string& argument, const UserIdCaller& caller,
+                        const Uuid& user_id) {
+    if (caller.sub) {
+        if (*caller.sub != user_id)
+            throw ArgumentError::not_allowed(argument, "must be the caller's own id (the JWT sub)");
+        return;
+    }
+    if (caller.jwt_role) {
+        throw ArgumentError::not_allowed(
+            argument, "needs a JWT sub claim: a request without one cannot act on a user's id");
+    }
+}
+
 }  // namespace ratelimit

@@ -7,10 +7,25 @@
 extern "C" {
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
+#include "utils/varlena.h"
 }
 
 namespace ratelimit::pg {
 namespace {
+
+char* jwt_roles_setting = nullptr;
+
+// A list of role names, as search_path is written.
+bool check_jwt_roles(char** newval, void**, GucSource) {
+    char* copy = pstrdup(*newval);
+    List* names = nullptr;
+    bool ok = SplitIdentifierString(copy, ',', &names);
+    list_free(names);
+    pfree(copy);
+    if (!ok)
+        GUC_check_errdetail("ratelimit.jwt_roles must be a comma-separated list of role names.");
+    return ok;
+}
 
 // What the parser's callbacks collect: plain values only (they run inside call_postgres()).
 struct ClaimsScan {
@@ -152,6 +167,42 @@ std::optional<Uuid> jwt_caller() {
             sub->text = scan.text;
     }
     return resolve_caller(claim_sub, sub);
+}
+
+bool in_jwt_role() {
+    bool found = false;
+    call_postgres([&] {
+        const char* role = GetUserNameFromId(GetOuterUserId(), true);
+        char* copy = pstrdup(jwt_roles_setting != nullptr ? jwt_roles_setting : "");
+        List* names = nullptr;
+        // The list was checked when set; a role that no longer exists simply never matches.
+        if (role != nullptr && SplitIdentifierString(copy, ',', &names)) {
+            ListCell* cell;
+            foreach (cell, names) {
+                if (strcmp(static_cast<const char*>(lfirst(cell)), role) == 0)
+                    found = true;
+            }
+        }
+        list_free(names);
+        pfree(copy);
+    });
+    return found;
+}
+
+UserIdCaller user_id_caller() {
+    UserIdCaller caller;
+    caller.sub = jwt_caller();
+    caller.jwt_role = in_jwt_role();
+    return caller;
+}
+
+void define_jwt_settings() {
+    // Superuser only: a role that could change it could leave the JWT roles.
+    DefineCustomStringVariable(
+        "ratelimit.jwt_roles",
+        "Roles PostgREST switches to for a request: without a JWT sub they may act on no user id.",
+        "A comma-separated list of role names.", &jwt_roles_setting, "anon,authenticated",
+        PGC_SUSET, GUC_LIST_INPUT, check_jwt_roles, nullptr, nullptr);
 }
 
 }  // namespace ratelimit::pg

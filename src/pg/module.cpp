@@ -1,6 +1,8 @@
 // Module entry: the library's magic block and _PG_init, which only asks each part to register
 // what it owns.
 #include "pg/clock.hpp"
+#include "pg/drop_in_rules.hpp"
+#include "pg/jwt_caller.hpp"
 #include "pg/memory_engine.hpp"
 #include "pg/policy_counters.hpp"
 #include "pg/postgres.hpp"
@@ -12,6 +14,8 @@ void _PG_init(void);
 
 void _PG_init(void) {
     ratelimit::pg::define_clock_settings();
+    ratelimit::pg::define_drop_in_settings();
+    ratelimit::pg::define_jwt_settings();
     ratelimit::pg::define_memory_settings();
     ratelimit::pg::define_policy_settings();
     // The memory engine's shared memory can only be requested while the postmaster loads

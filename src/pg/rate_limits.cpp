@@ -2,15 +2,15 @@
 // p_window_seconds, p_increment) over rate_limits, one row per (user_id, endpoint, aligned window).
 #include <algorithm>
 #include <cstdio>
-#include <optional>
 
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
+#include "pg/drop_in_rules.hpp"
 #include "pg/guard.hpp"
 #include "pg/jwt_caller.hpp"
 #include "pg/spi_statement.hpp"
 #include "ratelimit/aligned_window.hpp"
-#include "ratelimit/error.hpp"
+#include "ratelimit/drop_in_limits.hpp"
 #include "ratelimit/identity.hpp"
 #include "ratelimit/validation.hpp"
 
@@ -18,29 +18,45 @@ namespace ratelimit::pg {
 
 namespace {
 
-// One statement: the row of the current window is created or incremented under its row lock,
-// so concurrent batches are serialized and none is lost. The counter saturates instead of
+// One statement: the row of the window is created or incremented under its row lock, so
+// concurrent batches are serialized and none is lost. The counter saturates instead of
 // overflowing the original integer column.
+//
+// The window counted in is the one still open for (user_id, endpoint), if any (the one ending
+// last), whatever p_window_seconds says; only when none is open does the caller's aligned
+// window $4..$5 start. Otherwise a caller would reset its count by passing another length:
+// a shorter one opens a fresh aligned window that knows nothing of the calls counted in the
+// current one, and a longer one does too, its window starting before the current one. So, as
+// on rpc_rate_limits, a window restarts only once the window in force has ended; a changed
+// length (or an edited policy) applies from the next window. Refusing a length that differs
+// from the open row's would be as safe, but would break every caller for up to a window when
+// an application or policy changes its length.
 constexpr char kIncrementSql[] =
-    "INSERT INTO %s.rate_limits AS r"
+    "WITH open_window AS ("
+    "  SELECT o.window_start, o.expires_at FROM %1$s.rate_limits AS o"
+    "  WHERE o.user_id = $1 AND o.endpoint = $2 AND o.window_start <= $6 AND o.expires_at > $6"
+    "  ORDER BY o.expires_at DESC LIMIT 1)"
+    " INSERT INTO %1$s.rate_limits AS r"
     "  (user_id, endpoint, counter, window_start, expires_at, created_at)"
-    " VALUES ($1, $2, $3, $4, $5, $6)"
+    " SELECT $1, $2, $3, COALESCE(w.window_start, $4), COALESCE(w.expires_at, $5), $6"
+    " FROM (VALUES (1)) AS one LEFT JOIN open_window AS w ON true"
     " ON CONFLICT (user_id, endpoint, window_start) DO UPDATE SET"
     "  counter = LEAST(r.counter::bigint + $3, 2147483647)::integer"
-    " RETURNING r.counter";
+    " RETURNING r.counter, r.expires_at";
 
 constexpr Oid kIncrementTypes[] = {UUIDOID,        TEXTOID,        INT4OID,
                                    TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
 SpiStatement increment_statement(kIncrementSql, 6, kIncrementTypes);
 
-// An authenticated caller (a JWT with a sub) may only spend its own quota; trusted callers
-// (service_role, server code: no sub) may name any user.
+const DropInArguments kArgumentNames{"p_endpoint", "p_limit", "p_window_seconds", kMicrosPerSecond};
+
+// A caller with a JWT sub may only spend its own quota, a JWT role without one no quota at all;
+// trusted callers (service_role, server code: no sub) may name any user.
 void require_own_quota(const pg_uuid_t* user_id) {
-    std::optional<Uuid> caller = jwt_caller();
-    if (caller && !std::equal(caller->begin(), caller->end(), user_id->data)) {
-        throw ArgumentError::not_allowed("p_user_id", "must be the caller's own id (the JWT sub)");
-    }
+    Uuid target;
+    std::copy(user_id->data, user_id->data + target.size(), target.begin());
+    require_may_act_on("p_user_id", user_id_caller(), target);
 }
 
 // increment_rate_limit(...) RETURNS jsonb {allowed, current, limit, retryAfter}.
@@ -51,13 +67,16 @@ Datum increment_rate_limit(FunctionCallInfo fcinfo) {
     std::int32_t window_seconds = int32_argument(fcinfo, 3, "p_window_seconds");
     std::int32_t increment = int32_argument(fcinfo, 4, "p_increment");
     require_positive("p_limit", limit);
-    AlignedWindow window(limit,
-                         window_length("p_window_seconds", window_seconds, kMicrosPerSecond));
+    window_length("p_window_seconds", window_seconds, kMicrosPerSecond);
     require_positive("p_increment", increment);
+    DropInLimit chosen =
+        drop_in_limit_for(kArgumentNames, "endpoint.", endpoint, limit, window_seconds);
+    AlignedWindow window(chosen.limit, chosen.length);
     require_own_quota(DatumGetUUIDP(user_id));
 
     Micros now = clock_now();
     std::int32_t counter = 0;
+    Micros window_end = 0;
     call_postgres([&] {
         if (SPI_connect() != SPI_OK_CONNECT) {
             elog(ERROR, "ratelimit: SPI_connect failed");
@@ -75,16 +94,19 @@ Datum increment_rate_limit(FunctionCallInfo fcinfo) {
         bool isnull = false;
         counter =
             DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        window_end = from_timestamptz(DatumGetTimestampTz(
+            SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
         SPI_finish();
     });
 
     // A saturated counter has lost count: it denies whatever the limit.
     bool allowed = counter < PG_INT32_MAX && window.admits(counter);
-    long long retry_after = allowed ? 0 : window.seconds_until_end(now);
+    long long retry_after = allowed ? 0 : seconds_until(window_end, now);
     char json[160];
     snprintf(json, sizeof json,
-             "{\"allowed\": %s, \"current\": %d, \"limit\": %d, \"retryAfter\": %lld}",
-             allowed ? "true" : "false", counter, limit, retry_after);
+             "{\"allowed\": %s, \"current\": %d, \"limit\": %lld, \"retryAfter\": %lld}",
+             allowed ? "true" : "false", counter, static_cast<long long>(window.limit()),
+             retry_after);
     Datum result = 0;
     call_postgres([&] { result = DirectFunctionCall1(jsonb_in, CStringGetDatum(json)); });
     return result;

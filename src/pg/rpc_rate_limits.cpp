@@ -6,9 +6,11 @@
 
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
+#include "pg/drop_in_rules.hpp"
 #include "pg/guard.hpp"
 #include "pg/jwt_caller.hpp"
 #include "pg/spi_statement.hpp"
+#include "ratelimit/drop_in_limits.hpp"
 #include "ratelimit/identity.hpp"
 #include "ratelimit/rolling_window.hpp"
 #include "ratelimit/validation.hpp"
@@ -17,47 +19,54 @@ namespace ratelimit::pg {
 
 namespace {
 
-// The whole transition of RollingWindow::after_call, applied under the row lock that
+// The transition of RollingWindow::after_call, applied under the row lock that
 // INSERT ... ON CONFLICT takes, so concurrent callers are serialized on the row and none is
-// lost. $3 is now, $4 the restart cutoff, $5 when the window ends if it restarts now.
-// call_count saturates instead of overflowing the original integer column.
+// lost. $3 is now, $4 when the window ends if it starts now. A window restarts only once the
+// window_expires_at it was opened with has passed: the length a later call passes (or a
+// policy edited since) neither shortens nor lengthens a window already open, so no caller can
+// restart its own window early. call_count saturates instead of overflowing the original
+// integer column.
 constexpr char kRecordCallSql[] =
     "INSERT INTO %s.rpc_rate_limits AS r"
     "  (user_id, rpc_name, call_count, window_start, window_expires_at)"
-    " VALUES ($1, $2, 1, $3, $5)"
+    " VALUES ($1, $2, 1, $3, $4)"
     " ON CONFLICT (user_id, rpc_name) DO UPDATE SET"
-    "  call_count = CASE WHEN r.window_start < $4 THEN 1"
+    "  call_count = CASE WHEN r.window_expires_at < $3 THEN 1"
     "                    ELSE r.call_count + (r.call_count < 2147483647)::integer END,"
-    "  window_start = CASE WHEN r.window_start < $4 THEN $3 ELSE r.window_start END,"
-    "  window_expires_at = CASE WHEN r.window_start < $4 THEN $5"
-    "                           ELSE r.window_start + ($5 - $3) END"
+    "  window_start = CASE WHEN r.window_expires_at < $3 THEN $3 ELSE r.window_start END,"
+    "  window_expires_at = CASE WHEN r.window_expires_at < $3 THEN $4"
+    "                           ELSE r.window_expires_at END"
     " RETURNING r.call_count";
 
-constexpr Oid kRecordCallTypes[] = {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID,
-                                    TIMESTAMPTZOID};
+constexpr Oid kRecordCallTypes[] = {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 
-SpiStatement record_call_statement(kRecordCallSql, 5, kRecordCallTypes);
+SpiStatement record_call_statement(kRecordCallSql, 4, kRecordCallTypes);
 
 struct CallArguments {
     Datum rpc_name;
     RollingWindow window;
 };
 
-// Arguments shared by both functions, starting at position `first`; validated before anything
-// is read from the session or written.
+const DropInArguments kArgumentNames{"p_rpc_name", "p_max_calls", "p_window_minutes",
+                                     kMicrosPerMinute};
+
+// Arguments shared by both functions, starting at position `first`; validated, and the window
+// taken from the policy rpc.<p_rpc_name> when there is one, before anything is read from the
+// session or written.
 CallArguments read_call_arguments(FunctionCallInfo fcinfo, int first) {
     Datum rpc_name = key_argument(fcinfo, first, "p_rpc_name");
     std::int32_t max_calls = int32_argument(fcinfo, first + 1, "p_max_calls");
     std::int32_t window_minutes = int32_argument(fcinfo, first + 2, "p_window_minutes");
     require_positive("p_max_calls", max_calls);
-    Micros length = window_length("p_window_minutes", window_minutes, kMicrosPerMinute);
-    return CallArguments{rpc_name, RollingWindow(max_calls, length)};
+    window_length("p_window_minutes", window_minutes, kMicrosPerMinute);
+    DropInLimit limit =
+        drop_in_limit_for(kArgumentNames, "rpc.", rpc_name, max_calls, window_minutes);
+    return CallArguments{rpc_name, RollingWindow(limit.limit, limit.length)};
 }
 
 // Counts one call of `user_id` on the rpc and says whether it is allowed.
 bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& args) {
     Micros now = clock_now();
-    Micros cutoff = args.window.restart_cutoff(now);
     Micros expires = now + args.window.length();
     std::int32_t call_count = 0;
     call_postgres([&] {
@@ -65,7 +74,6 @@ bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& ar
             elog(ERROR, "ratelimit: SPI_connect failed");
         }
         Datum values[] = {user_id, args.rpc_name, TimestampTzGetDatum(to_timestamptz(now)),
-                          TimestampTzGetDatum(to_timestamptz(cutoff)),
                           TimestampTzGetDatum(to_timestamptz(expires))};
         int rc =
             SPI_execute_plan(record_call_statement.plan_for(fcinfo), values, nullptr, false, 1);
@@ -94,10 +102,17 @@ Datum check_rate_limit(FunctionCallInfo fcinfo) {
     return BoolGetDatum(record_call(fcinfo, UUIDPGetDatum(&user_id), args));
 }
 
-// check_rate_limit_for_user(p_user_id, p_rpc_name, p_max_calls, p_window_minutes).
+// check_rate_limit_for_user(p_user_id, p_rpc_name, p_max_calls, p_window_minutes). Meant for
+// trusted roles; should a JWT role be granted it, it may only name its own id (the JWT sub).
 Datum check_rate_limit_for_user(FunctionCallInfo fcinfo) {
     Datum user_id = uuid_argument(fcinfo, 0, "p_user_id");
     CallArguments args = read_call_arguments(fcinfo, 1);
+    if (in_jwt_role()) {
+        Uuid target;
+        std::copy(DatumGetUUIDP(user_id)->data, DatumGetUUIDP(user_id)->data + target.size(),
+                  target.begin());
+        require_may_act_on("p_user_id", UserIdCaller{true, jwt_caller()}, target);
+    }
     return BoolGetDatum(record_call(fcinfo, user_id, args));
 }
 

@@ -78,5 +78,37 @@ TEST(ResolveCaller, MalformedIdentityIsAnErrorNamingTheSetting) {
     }
 }
 
+TEST(RequireMayActOn, ASubNamesOnlyItsOwnId) {
+    Uuid other = expected_uuid();
+    other[15] ^= 1;
+    for (bool jwt_role : {false, true}) {
+        UserIdCaller caller{jwt_role, expected_uuid()};
+        EXPECT_NO_THROW(require_may_act_on("p_user_id", caller, expected_uuid()));
+        try {
+            require_may_act_on("p_user_id", caller, other);
+            ADD_FAILURE() << "another user's id was accepted";
+        } catch (const ArgumentError& e) {
+            EXPECT_EQ(e.kind(), ErrorKind::kNotAllowed);
+            EXPECT_EQ(std::string(e.what()), "p_user_id must be the caller's own id (the JWT sub)");
+        }
+    }
+}
+
+TEST(RequireMayActOn, AJwtRoleWithoutSubNamesNoId) {
+    try {
+        require_may_act_on("p_user_id", UserIdCaller{true, std::nullopt}, expected_uuid());
+        ADD_FAILURE() << "a JWT role without sub was accepted";
+    } catch (const ArgumentError& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::kNotAllowed);
+        EXPECT_EQ(e.argument(), "p_user_id");
+        EXPECT_EQ(std::string(e.what()),
+                  "p_user_id needs a JWT sub claim: a request without one cannot act on a "
+                  "user's id");
+    }
+    // Trusted roles without a sub (service_role, server code) name any user.
+    EXPECT_NO_THROW(
+        require_may_act_on("p_user_id", UserIdCaller{false, std::nullopt}, expected_uuid()));
+}
+
 }  // namespace
 }  // namespace ratelimit

@@ -1,0 +1,154 @@
+-- Default privileges do not reach the extension's objects: with database-wide default privileges
+-- granting everything to anon, authenticated and PUBLIC in force when the extension is created
+-- (or updated), those roles reach exactly what docs/operations.md "Who may call what" lists.
+BEGIN;
+CREATE EXTENSION IF NOT EXISTS pgtap;
+
+\ir supabase_roles.psql
+
+-- A careless database: everything the installing role creates, anywhere, goes to everyone.
+ALTER DEFAULT PRIVILEGES GRANT ALL ON TABLES TO anon, authenticated, PUBLIC;
+ALTER DEFAULT PRIVILEGES GRANT ALL ON FUNCTIONS TO anon, authenticated, PUBLIC;
+ALTER DEFAULT PRIVILEGES GRANT ALL ON SEQUENCES TO anon, authenticated, PUBLIC;
+ALTER DEFAULT PRIVILEGES GRANT ALL ON TYPES TO anon, authenticated, PUBLIC;
+ALTER DEFAULT PRIVILEGES GRANT ALL ON SCHEMAS TO anon, authenticated, PUBLIC;
+
+SELECT plan(14);
+
+-- Every privilege the role holds (directly or through PUBLIC) on every member of the extension.
+CREATE FUNCTION pg_temp.reached(role_name text)
+RETURNS TABLE(item text)
+LANGUAGE sql AS $$
+    WITH members AS (
+        SELECT d.classid, d.objid, pg_describe_object(d.classid, d.objid, 0) AS object
+        FROM pg_depend d
+        WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+          AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit'))
+    SELECT m.object || ' ' || k.privilege
+    FROM members m
+    JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid AND c.relkind <> 'S'
+    CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES',
+                            'TRIGGER']) AS k(privilege)
+    WHERE has_table_privilege(role_name, c.oid, k.privilege)
+       OR (k.privilege IN ('SELECT', 'INSERT', 'UPDATE', 'REFERENCES')
+           AND has_any_column_privilege(role_name, c.oid, k.privilege))
+    UNION ALL
+    SELECT m.object || ' ' || k.privilege
+    FROM members m
+    JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid AND c.relkind = 'S'
+    CROSS JOIN unnest(ARRAY['USAGE', 'SELECT', 'UPDATE']) AS k(privilege)
+    WHERE has_sequence_privilege(role_name, c.oid, k.privilege)
+    UNION ALL
+    SELECT m.object || ' EXECUTE'
+    FROM members m
+    WHERE m.classid = 'pg_proc'::regclass AND has_function_privilege(role_name, m.objid, 'EXECUTE')
+    UNION ALL
+    SELECT m.object || ' USAGE'
+    FROM members m
+    WHERE m.classid = 'pg_type'::regclass AND has_type_privilege(role_name, m.objid, 'USAGE')
+    UNION ALL
+    SELECT m.object || ' ' || k.privilege
+    FROM members m
+    CROSS JOIN unnest(ARRAY['USAGE', 'CREATE']) AS k(privilege)
+    WHERE m.classid = 'pg_namespace'::regclass AND has_schema_privilege(role_name, m.objid, k.privilege)
+$$;
+
+-- What docs/operations.md "Who may call what" gives everyone.
+CREATE TEMP TABLE for_everyone(item text);
+INSERT INTO for_everyone VALUES
+    ('function check_rate_limit(text,integer,integer) EXECUTE'),
+    ('function ratelimit.http_headers(ratelimit.policy_decision,text) EXECUTE'),
+    ('function ratelimit.http_body(ratelimit.policy_decision,text) EXECUTE'),
+    ('function ratelimit.validate_limit(integer,interval,text,text,integer) EXECUTE'),
+    ('function ratelimit.hash_subject(text) EXECUTE'),
+    ('function ratelimit.describe_period(interval) EXECUTE'),
+    ('function ratelimit.clock_now() EXECUTE'),
+    ('function ratelimit.cleanup_jobs() EXECUTE'),
+    ('type ratelimit.decision USAGE'),
+    ('type ratelimit.policy_decision USAGE');
+
+CREATE EXTENSION ratelimit;
+-- ... and an administrator lets anon into the schema.
+GRANT USAGE ON SCHEMA ratelimit TO anon;
+
+SELECT set_eq('SELECT item FROM pg_temp.reached(''public'')', 'SELECT item FROM for_everyone',
+              'install: PUBLIC reaches only the functions and types for everyone');
+SELECT set_eq('SELECT item FROM pg_temp.reached(''anon'')',
+              $$SELECT item FROM for_everyone UNION ALL SELECT 'schema ratelimit USAGE'$$,
+              'install: anon reaches only those, and the schema it was given');
+SELECT set_eq('SELECT item FROM pg_temp.reached(''authenticated'')',
+              $$SELECT item FROM for_everyone
+                UNION ALL SELECT 'function increment_rate_limit(uuid,text,integer,integer,integer) EXECUTE'$$,
+              'install: authenticated reaches only those and increment_rate_limit');
+SELECT set_eq('SELECT item FROM pg_temp.reached(''app_user'')', 'SELECT item FROM for_everyone',
+              'install: a role named by no grant reaches what PUBLIC does');
+SELECT set_eq('SELECT item FROM pg_temp.reached(''service_role'')',
+              $$SELECT item FROM for_everyone UNION ALL SELECT item FROM (VALUES
+                ('schema ratelimit USAGE'),
+                ('function ratelimit."check"(text,text,integer,text,inet,uuid) EXECUTE'),
+                ('function ratelimit.check_all(text[],text[],integer,text,inet,uuid) EXECUTE'),
+                ('function ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text) EXECUTE'),
+                ('function ratelimit.consume(text,integer,interval,integer,text,text,integer) EXECUTE'),
+                ('function ratelimit.peek(text,integer,interval,integer,text,text,integer) EXECUTE'),
+                ('function ratelimit.refund(text,integer,interval,integer,text,text,integer) EXECUTE'),
+                ('function ratelimit.reset(text,text) EXECUTE'),
+                ('function ratelimit.block(text,interval,text) EXECUTE'),
+                ('function ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer) EXECUTE'),
+                ('function ratelimit.reset_policy_key(text,text) EXECUTE'),
+                ('function ratelimit.block_policy_key(text,text,interval) EXECUTE'),
+                ('function ratelimit.policy_stats() EXECUTE'),
+                ('view ratelimit.policy_stats SELECT'),
+                ('function ratelimit.top_offenders(integer) EXECUTE'),
+                ('function ratelimit.memory_stats() EXECUTE'),
+                ('view ratelimit.memory_stats SELECT'),
+                ('function check_rate_limit_for_user(uuid,text,integer,integer) EXECUTE'),
+                ('function cleanup_rpc_rate_limits(interval) EXECUTE'),
+                ('function increment_rate_limit(uuid,text,integer,integer,integer) EXECUTE'),
+                ('function check_rate_limit(text,integer,integer,integer) EXECUTE'),
+                ('function check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer) EXECUTE'),
+                ('function cleanup_expired_rate_limits() EXECUTE'),
+                ('function cleanup_old_rate_limit_buckets() EXECUTE')) AS v(item)$$,
+              'install: service_role reaches exactly its list');
+
+SET LOCAL ROLE anon;
+SELECT throws_ok('TRUNCATE ratelimit.key_state', '42501', NULL,
+                 'install: anon cannot truncate the state table');
+SELECT throws_ok($$SELECT ratelimit.reset('victim')$$, '42501', NULL, 'install: anon cannot reset a key');
+SELECT throws_ok($$SELECT ratelimit.block('victim', '1 day')$$, '42501', NULL,
+                 'install: anon cannot block a key');
+RESET ROLE;
+
+-- The same after an update from 0.5.0 made under the same default privileges. An application
+-- role's own grant survives it.
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit VERSION '0.5.0';
+GRANT USAGE ON SCHEMA ratelimit TO anon, app_user;
+GRANT EXECUTE ON FUNCTION ratelimit.consume(text, integer, interval, integer, text, text, integer)
+    TO app_user;
+ALTER EXTENSION ratelimit UPDATE;
+
+SELECT ok(NOT has_schema_privilege('anon', 'ratelimit', 'USAGE'),
+          'update: anon''s way into the schema is taken back');
+GRANT USAGE ON SCHEMA ratelimit TO anon;
+
+SELECT set_eq('SELECT item FROM pg_temp.reached(''public'')', 'SELECT item FROM for_everyone',
+              'update: PUBLIC reaches only the functions and types for everyone');
+SELECT set_eq('SELECT item FROM pg_temp.reached(''anon'')',
+              $$SELECT item FROM for_everyone UNION ALL SELECT 'schema ratelimit USAGE'$$,
+              'update: anon reaches only those, and the schema it was given');
+SELECT set_eq('SELECT item FROM pg_temp.reached(''authenticated'')',
+              $$SELECT item FROM for_everyone
+                UNION ALL SELECT 'function increment_rate_limit(uuid,text,integer,integer,integer) EXECUTE'$$,
+              'update: authenticated reaches only those and increment_rate_limit');
+SELECT ok(has_function_privilege('app_user', 'ratelimit.consume(text, integer, interval, integer, text, text, integer)', 'EXECUTE')
+          AND has_schema_privilege('app_user', 'ratelimit', 'USAGE')
+          AND NOT has_schema_privilege('app_user', 'ratelimit', 'CREATE'),
+          'update: an application role keeps the grants it was given, not CREATE on the schema');
+
+SET LOCAL ROLE anon;
+SELECT throws_ok('TRUNCATE ratelimit.key_state', '42501', NULL,
+                 'update: anon cannot truncate the state table');
+RESET ROLE;
+
+SELECT * FROM finish();
+ROLLBACK;
