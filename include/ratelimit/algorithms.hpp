@@ -12,8 +12,10 @@
 //  fixed_window            at most N units in each epoch-aligned window [kP, (k+1)P).
 //  rolling_window          at most N units in each window, which opens at the first call after
 //                          the previous one closed and lasts P (so at most 2N in any span P).
-//  sliding_window          at most N units in any span of length P (exact; stores one entry per
-//                          distinct instant with allowed units, at most N entries).
+//  sliding_window          at most N units in any span of length P. The log holds one entry per
+//                          distinct instant with allowed units, exact while that is at most
+//                          kMaxSlidingLog entries; beyond, entries are merged (see below), which
+//                          only ever counts units for longer, so it never allows more.
 //  sliding_window_counter  at most N units in each aligned window, and the previous window's
 //                          units weighted by the part of it still inside the sliding span, plus
 //                          the current window's, never exceed N (at most 2N in any span P).
@@ -88,6 +90,22 @@ struct LogEntry {
         return at == other.at && units == other.units;
     }
 };
+
+// The most entries a sliding_window log keeps, so that a key's row stays small (1 kB of log)
+// and a call costs the same whatever the limit. A write that would keep more merges two
+// adjacent entries of the same cell of a fixed grid of sliding_log_cell(P) µs (the pair that
+// moves the fewest unit-microseconds; the older units are counted at the later instant). A log
+// within (t - P, t] touches at most kMaxSlidingLog cells, so such a pair always exists. A unit is
+// only ever moved later within its own cell, so the merged log counts every unit the exact one
+// counts, and at most sliding_log_cell(P) - 1 µs longer: a denied call's wait exceeds the exact
+// log's by less than a cell, and the wait reported is exact for the log as stored. A log written
+// longer than this (before the bound) is read as it is and compacted on its next write.
+constexpr int kMaxSlidingLog = 64;
+
+// The cell of that grid: ceil(P / (kMaxSlidingLog - 1)) µs.
+constexpr Micros sliding_log_cell(Micros period) noexcept {
+    return (period + kMaxSlidingLog - 2) / (kMaxSlidingLog - 1);
+}
 
 // The state of one key, as the engines store it. Which fields an algorithm uses:
 //  fixed_window, rolling_window   instant = window start,        amount = units used

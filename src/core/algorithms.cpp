@@ -1,6 +1,7 @@
 #include "ratelimit/algorithms.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <utility>
 
@@ -93,7 +94,50 @@ Outcome rolling_window(const Limit& l, KeyState& s, Micros now, std::int64_t cos
     return out;
 }
 
-// ---- sliding_window (exact log) -------------------------------------------------------------
+// ---- sliding_window (log, bounded) ----------------------------------------------------------
+
+// Brings a log whose entries all lie in (t - P, t] down to kMaxSlidingLog entries by moving
+// units later within their grid cell (algorithms.hpp). One write adds at most one entry, so
+// usually one merge is enough: of the same-cell pairs, the one that moves the fewest
+// unit-microseconds (gap times the older entry's units; the oldest on a tie), so that a large
+// entry is not dragged along a steady stream of calls. A longer log (stored before the bound) has
+// every cell collapsed into its latest entry in one pass instead, so that its first write stays
+// linear.
+void compact_log(std::vector<LogEntry>& log, Micros period) {
+    const std::size_t most = kMaxSlidingLog;
+    if (log.size() <= most)
+        return;
+    const Micros cell = sliding_log_cell(period);
+    auto cell_of = [cell](Micros at) { return floor_div(at, cell); };
+    if (log.size() > 2 * most) {
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < log.size(); ++i) {
+            if (kept > 0 && cell_of(log[kept - 1].at) == cell_of(log[i].at)) {
+                log[kept - 1] = LogEntry{log[i].at, log[kept - 1].units + log[i].units};
+            } else {
+                log[kept++] = log[i];
+            }
+        }
+        log.resize(kept);
+    }
+    // The unit-microseconds a merge of entry i into entry i + 1 moves.
+    auto moved = [&log](std::size_t i) { return Wide(log[i + 1].at - log[i].at) * log[i].units; };
+    while (log.size() > most) {
+        std::size_t best = log.size();
+        for (std::size_t i = 0; i + 1 < log.size(); ++i) {
+            if (cell_of(log[i].at) != cell_of(log[i + 1].at))
+                continue;
+            if (best == log.size() || moved(i) < moved(best))
+                best = i;
+        }
+        // Not reached while every entry lies within one period (at most kMaxSlidingLog cells);
+        // merging the oldest pair keeps the bound and the guarantee if it ever were.
+        if (best == log.size())
+            best = 0;
+        log[best + 1].units += log[best].units;
+        log.erase(log.begin() + static_cast<std::ptrdiff_t>(best));
+    }
+}
 
 Outcome sliding_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action) {
     // The newest entry, or the last write when a refund emptied the log, is the latest instant
@@ -137,6 +181,7 @@ Outcome sliding_window(const Limit& l, KeyState& s, Micros now, std::int64_t cos
                     s.log.pop_back();
             }
         }
+        compact_log(s.log, l.period);
         first_counted = s.log.begin();
     }
     out.remaining = std::max<std::int64_t>(0, l.limit - used);

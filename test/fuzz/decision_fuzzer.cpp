@@ -17,6 +17,8 @@
 //    back never grants more); a refund never lowers what remains.
 //  - another algorithm than the state's reads it as fresh (only the block stays).
 //  - from idle_from() on, the state decides exactly like a fresh key with the same block.
+//  - a sliding_window log keeps at most kMaxSlidingLog entries; on long histories it never
+//    allows what the exact log denies, and waits less than one grid cell longer than it.
 //  - MemoryStore: every decision equals decide() on the model's KeyState, the stored state
 //    equals the model's, expired keys are freed only when they decide like fresh ones, a key is
 //    lost only by a counted eviction, the counters add up, every slot is plausible() and a
@@ -368,6 +370,90 @@ Decision play(const Limit& limit, KeyState& state, Micros now, std::int64_t cost
         }
     }
     return d;
+}
+
+// A long history on one sliding_window key with a limit above kMaxSlidingLog: up to hundreds of
+// calls, mostly at distinct instants a fraction of a grid cell apart, so the log is merged
+// again and again. Besides play()'s checks: the bounded log never allows what the exact log
+// (every allowed unit at its own instant, fed the same history) denies, decides as it does
+// while it holds the same entries, keeps at most kMaxSlidingLog entries, and a denied call
+// waits at least as long as the exact log says and less than one grid cell longer.
+void check_bounded_log(FuzzedDataProvider& in, Micros start) {
+    const std::int64_t n = in.ConsumeIntegralInRange<std::int64_t>(kMaxSlidingLog + 1, INT32_MAX);
+    const Micros period = interesting_period(in);
+    const Limit limit{Algorithm::kSlidingWindow, n, period, n};
+    try {
+        require_valid_limit(limit);
+    } catch (const ArgumentError&) {
+        return;
+    }
+    const Micros cell = sliding_log_cell(period);
+    const Micros step = in.ConsumeIntegralInRange<Micros>(1, cell);
+    const int calls = in.ConsumeIntegralInRange<int>(kMaxSlidingLog, 400);
+    KeyState state;
+    std::vector<LogEntry> exact;  // the allowed units in the span at the last write, oldest first
+    Micros clock = -1;
+    Micros now = start;
+    for (int i = 0; i < calls; ++i) {
+        now = clamp_instant(Wide(now) + in.ConsumeIntegralInRange<Micros>(-step, 4 * step));
+        const int kind = in.ConsumeIntegralInRange<int>(0, 7);
+        const Action action = kind == 0   ? Action::kPeek
+                              : kind == 1 ? Action::kRefund
+                                          : Action::kConsume;
+        const std::int64_t cost =
+            in.ConsumeBool() ? 1 : in.ConsumeIntegralInRange<std::int64_t>(0, n);
+        const Micros t = std::max(now, clock);
+        std::int64_t used = 0;
+        for (const LogEntry& e : exact)
+            used += e.at > t - period ? e.units : 0;
+        const bool admits = cost == 0 || used + cost <= n;
+        Wide exact_at = t;  // the first instant the exact log admits the call
+        if (!admits) {
+            std::int64_t counted = used;
+            for (const LogEntry& e : exact) {
+                if (e.at <= t - period)
+                    continue;
+                counted -= e.units;
+                if (counted + cost <= n) {
+                    exact_at = Wide(e.at) + period;
+                    break;
+                }
+            }
+        }
+        const bool same_log = state.log == exact;
+        const Decision d = play(limit, state, now, cost, action);
+        if (action != Action::kRefund) {
+            REQUIRE(!d.allowed || admits);
+            if (same_log)
+                REQUIRE(d.allowed == admits);
+            if (!d.allowed) {
+                REQUIRE(Wide(now) + d.retry_after >= (admits ? Wide(now) : exact_at));
+                REQUIRE(Wide(now) + d.retry_after <= exact_at + cell - 1);
+            }
+        }
+        if (d.state_changed) {
+            REQUIRE(state.log.size() <= static_cast<std::size_t>(kMaxSlidingLog));
+            exact.erase(std::remove_if(exact.begin(), exact.end(),
+                                       [&](const LogEntry& e) { return e.at <= t - period; }),
+                        exact.end());
+            clock = t;
+            if (action == Action::kConsume) {
+                if (!exact.empty() && exact.back().at == t)
+                    exact.back().units += cost;
+                else
+                    exact.push_back(LogEntry{t, cost});
+            } else {
+                std::int64_t back = cost;
+                while (back > 0 && !exact.empty()) {
+                    const std::int64_t taken = std::min(back, exact.back().units);
+                    exact.back().units -= taken;
+                    back -= taken;
+                    if (exact.back().units == 0)
+                        exact.pop_back();
+                }
+            }
+        }
+    }
 }
 
 // ---- the memory store and its model ------------------------------------------------------------
@@ -1281,6 +1367,15 @@ void fuzz(FuzzedDataProvider& in) {
             }
             case 10:
                 edit_limit(in, limits, current, state, writer, latest, now);
+                break;
+            case 9:
+                // Without store keys this operation did nothing before; now it plays a long
+                // bounded-log history, so that older inputs keep their meaning.
+                if (keys.empty()) {
+                    check_bounded_log(in, now);
+                    break;
+                }
+                store_call(in, h.store, h.scratch, keys, limits, now, uses);
                 break;
             default:
                 if (!keys.empty())

@@ -623,6 +623,98 @@ class TokenBucketModel final : public Model {
     Micros clock_ = -1;
 };
 
+// sliding_window with no bound on its log: every allowed unit at the instant it was counted,
+// for the tests of the bounded log on long histories. Linear in the log per question (the
+// Model above rescans it for every instant it tries). It counts what it is told was allowed
+// (`record`), so that it follows the history the implementation made; `admits` says whether
+// the exact log would have allowed a call.
+class ExactSlidingLog {
+  public:
+    explicit ExactSlidingLog(const Limit& limit) : limit_(limit) {}
+
+    Micros clock() const { return clock_; }
+    Micros effective(Micros now) const { return std::max(now, clock_); }
+    const std::vector<Call>& calls() const { return calls_; }
+    const std::vector<Call>& ledger() const { return ledger_; }
+
+    std::int64_t used(Micros now) const {
+        const Micros t = effective(now);
+        std::int64_t total = 0;
+        for (const Call& call : calls_) {
+            if (call.at > t - limit_.period) {
+                total += call.units;
+            }
+        }
+        return total;
+    }
+    bool admits(Micros now, std::int64_t cost) const {
+        return cost == 0 || used(now) + cost <= limit_.limit;
+    }
+    // The first instant at which `cost` units fit: once enough of the oldest counted units
+    // have left the span, each at its instant + P.
+    Micros admits_at(Micros now, std::int64_t cost) const {
+        const Micros t = effective(now);
+        std::int64_t counted = used(now);
+        if (counted + cost <= limit_.limit) {
+            return t;
+        }
+        for (const Call& call : calls_) {
+            if (call.at <= t - limit_.period) {
+                continue;
+            }
+            counted -= call.units;
+            if (counted + cost <= limit_.limit) {
+                return call.at + limit_.period;
+            }
+        }
+        return t;  // not reached: cost <= N
+    }
+    // The instant the key is full again.
+    Micros full_at(Micros now) const {
+        return used(now) > 0 ? calls_.back().at + limit_.period : now;
+    }
+    // The log as the unbounded algorithm stores it: one entry per distinct instant.
+    std::vector<LogEntry> log() const {
+        std::vector<LogEntry> entries;
+        for (const Call& call : calls_) {
+            if (!entries.empty() && entries.back().at == call.at) {
+                entries.back().units += call.units;
+            } else {
+                entries.push_back(LogEntry{call.at, call.units});
+            }
+        }
+        return entries;
+    }
+
+    void record(Micros now, std::int64_t cost) {
+        const Micros t = effective(now);
+        forget_before(t);
+        calls_.push_back({t, cost});
+        ledger_.push_back({t, cost});
+        clock_ = t;
+    }
+    void give_back(Micros now, std::int64_t cost) {
+        const Micros t = effective(now);
+        forget_before(t);
+        const std::int64_t take = std::min(cost, used(t));
+        remove_newest(calls_, take);
+        remove_newest(ledger_, take);
+        clock_ = t;
+    }
+
+  private:
+    void forget_before(Micros t) {
+        calls_.erase(std::remove_if(calls_.begin(), calls_.end(),
+                                    [&](const Call& call) { return call.at <= t - limit_.period; }),
+                     calls_.end());
+    }
+
+    Limit limit_;
+    std::vector<Call> calls_;   // counted units still in the span at the last write, oldest first
+    std::vector<Call> ledger_;  // every allowed unit not refunded, for the guarantee
+    Micros clock_ = -1;
+};
+
 inline std::unique_ptr<Model> make_model(const Limit& limit) {
     switch (limit.algorithm) {
         case Algorithm::kFixedWindow:

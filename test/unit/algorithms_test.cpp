@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <map>
@@ -856,6 +857,276 @@ TEST(AlgorithmEdges, SlidingWindowRetryWaitsForEnoughUnitsToLeave) {
     EXPECT_TRUE(SameDecision(d[3], want(false, 5, 0, p - 100, p - 100)));
     EXPECT_TRUE(SameDecision(d[4], want(false, 5, 0, p - 200, p - 100)));
     EXPECT_TRUE(SameDecision(d[5], want(false, 5, 0, p - 300, p - 100)));
+}
+
+// ---- sliding_window: the bounded log ----------------------------------------------------------
+
+std::string show_log(const std::vector<LogEntry>& log) {
+    std::ostringstream out;
+    out << "[";
+    for (const LogEntry& e : log) {
+        out << " " << e.at << ":" << e.units;
+    }
+    out << " ] (" << log.size() << " entries)";
+    return out.str();
+}
+
+// What the exact log decides at `now` on the history the bounded one made.
+Decision exact_decision(const Limit& limit, const models::ExactSlidingLog& exact, Micros now,
+                        std::int64_t cost) {
+    Decision d;
+    d.limit = limit.limit;
+    d.allowed = exact.admits(now, cost);
+    d.remaining = limit.limit - exact.used(now);
+    d.retry_after = d.allowed ? 0 : exact.admits_at(now, cost) - now;
+    d.reset_after = std::max<Micros>(0, exact.full_at(now) - now);
+    return d;
+}
+
+// How far the bounded log strayed from the exact one, over all histories.
+struct BoundedTally {
+    long exact_steps = 0;   // decided on a log equal to the exact one
+    long merged_steps = 0;  // decided on a merged log
+    long longer_waits = 0;  // denied calls told to wait longer than the exact log would
+    long denied_only_bounded = 0;
+};
+
+// One long history on one key with a large limit: many distinct instants in a period, so the
+// log is merged again and again. The exact log follows what the bounded one allowed. Checked
+// at every call: the same decision while the stored log is the exact one (it stays so while
+// the exact log has at most kMaxSlidingLog entries); otherwise never allowed where the exact
+// log denies, never more remaining, waits no shorter and longer by less than one grid cell;
+// and at the end at most N units in any span of length P. Some histories start from a state
+// stored before the bound (a log of thousands of entries).
+std::string check_bounded_history(std::uint64_t seed, BoundedTally& tally, std::string& trace) {
+    std::mt19937_64 rng(seed);
+    std::int64_t n = 0;
+    switch (rng() % 5) {
+        case 0:
+            n = static_cast<std::int64_t>(draw(rng, 65, 3000));
+            break;
+        case 1:
+            n = 1000;
+            break;
+        case 2:
+            n = 100000;
+            break;
+        case 3:
+            n = 1000000;
+            break;
+        default:
+            n = kMaxLimit;
+    }
+    Micros period = 0;
+    switch (rng() % 4) {
+        case 0:
+            period = kMinPeriod;
+            break;
+        case 1:
+            period = static_cast<Micros>(draw(rng, kMinPeriod, 1000000));
+            break;
+        case 2:
+            period = kMicrosPerMinute;
+            break;
+        default:
+            period = kMaxWindow;
+    }
+    const Limit limit = limit_of(Algorithm::kSlidingWindow, n, period);
+    const Micros cell = sliding_log_cell(period);
+    // Costs of about N/400 fill the window in a few hundred calls, of 1 never (when N is large).
+    const bool unit_costs = rng() % 2 == 0;
+    const bool refunds = rng() % 2 == 0;
+    const bool legacy = rng() % 4 == 0;
+    const int calls = static_cast<int>(draw(rng, 200, 900));
+    std::ostringstream log_of_calls;
+    log_of_calls << "N=" << n << " P=" << period << " cell=" << cell << "\n";
+
+    models::ExactSlidingLog exact(limit);
+    KeyState state;
+    Micros now = kT0 + static_cast<Micros>(draw(rng, 0, static_cast<std::uint64_t>(period)));
+    if (legacy) {
+        // As the unbounded log stored it: one entry per distinct instant, up to N of them.
+        const int old_calls = static_cast<int>(draw(rng, 100, 3000));
+        for (int i = 0; i < old_calls; ++i) {
+            now += static_cast<Micros>(draw(rng, 1, static_cast<std::uint64_t>(period / 2000 + 1)));
+            if (exact.admits(now, 1)) {
+                exact.record(now, 1);
+            }
+        }
+        state.algorithm = Algorithm::kSlidingWindow;
+        state.log = exact.log();
+        state.instant = exact.clock();
+        log_of_calls << "stored log of " << state.log.size() << " entries\n";
+    }
+    auto draw_cost = [&]() -> std::int64_t {
+        if (unit_costs || rng() % 4 == 0) {
+            return 1;
+        }
+        const std::uint64_t r = rng() % 10;
+        if (r == 0) {
+            return static_cast<std::int64_t>(draw(rng, 1, static_cast<std::uint64_t>(n)));
+        }
+        return static_cast<std::int64_t>(draw(rng, 1, static_cast<std::uint64_t>(n / 200 + 1)));
+    };
+    for (int i = 0; i < calls; ++i) {
+        // Mostly steps far below P/kMaxSlidingLog, so that a period holds hundreds of calls.
+        const std::uint64_t r = rng() % 1000;
+        const std::uint64_t p = static_cast<std::uint64_t>(period);
+        if (r < 200) {
+            // several calls at one instant
+        } else if (r < 850) {
+            now += static_cast<Micros>(draw(rng, 1, p / 256 + 1));
+        } else if (r < 930) {
+            now += static_cast<Micros>(draw(rng, 1, p / 32 + 1));
+        } else if (r < 960) {
+            now -= static_cast<Micros>(draw(rng, 1, p / 32 + 1));  // a clock stepping back
+        } else if (r < 995 && !state.log.empty()) {
+            // Where an entry leaves the window (merged or not), mostly the oldest.
+            const std::size_t k = rng() % 4 == 0 ? rng() % state.log.size() : 0;
+            now = state.log[k].at + period + static_cast<Micros>(draw(rng, 0, 2)) - 1;
+        } else {
+            now += static_cast<Micros>(draw(rng, p, 3 * p));
+        }
+        now = clamp_instant(now);
+        Action action = Action::kConsume;
+        const std::uint64_t a = rng() % 100;
+        if (a < 10) {
+            action = Action::kPeek;
+        } else if (a < 18 && refunds) {
+            action = Action::kRefund;
+        }
+        const std::int64_t cost = draw_cost();
+        const bool same_log = state.log == exact.log();
+        const Micros t = exact.effective(now);
+        Decision want;
+        if (action == Action::kRefund) {
+            exact.give_back(now, cost);
+            want = exact_decision(limit, exact, now, 1);
+        } else {
+            want = exact_decision(limit, exact, now, cost);
+        }
+        const Decision got = decide(limit, state, now, cost, action);
+        if (action == Action::kConsume && got.allowed && cost > 0) {
+            exact.record(now, cost);
+            if (want.allowed) {
+                // The exact log's answer after counting the same call.
+                want.remaining = n - exact.used(now);
+                want.reset_after = std::max<Micros>(0, exact.full_at(now) - now);
+            }
+        }
+        log_of_calls << action_name(action) << "(now=" << now << ", cost=" << cost << ") -> "
+                     << show(got) << ", exact " << show(want) << "\n";
+        trace = log_of_calls.str();
+        REQUIRE(got.retry_after >= 0 && got.reset_after >= 0, "negative wait");
+        if (same_log) {
+            ++tally.exact_steps;
+            REQUIRE(same(got, want), "differs from the exact log it holds");
+        } else {
+            ++tally.merged_steps;
+        }
+        const bool asked = action != Action::kRefund && cost > 0;
+        REQUIRE(!(asked && got.allowed && !want.allowed), "allowed what the exact log denies");
+        REQUIRE(got.remaining <= want.remaining, "more remaining than the exact log");
+        if (!got.allowed) {
+            const Micros exact_at = want.allowed ? t : now + want.retry_after;
+            REQUIRE(got.retry_after >= want.retry_after, "a shorter wait than the exact log's");
+            REQUIRE(now + got.retry_after <= exact_at + cell - 1,
+                    "waits " << now + got.retry_after - exact_at
+                             << " µs longer than the exact log, a cell is " << cell);
+            tally.longer_waits += now + got.retry_after > exact_at ? 1 : 0;
+            tally.denied_only_bounded += want.allowed ? 1 : 0;
+        }
+        REQUIRE(got.reset_after >= want.reset_after, "full again before the exact log");
+        REQUIRE(now + got.reset_after <= std::max(now + want.reset_after, t) + cell - 1,
+                "full again more than a cell after the exact log");
+        if (got.state_changed) {
+            REQUIRE(static_cast<int>(state.log.size()) <= kMaxSlidingLog,
+                    "written log " << show_log(state.log));
+            for (std::size_t j = 0; j < state.log.size(); ++j) {
+                REQUIRE(state.log[j].units > 0, "empty entry in " << show_log(state.log));
+                REQUIRE(j == 0 || state.log[j - 1].at < state.log[j].at,
+                        "log out of order: " << show_log(state.log));
+            }
+            const std::vector<LogEntry> exact_log = exact.log();
+            if (same_log && static_cast<int>(exact_log.size()) <= kMaxSlidingLog) {
+                REQUIRE(state.log == exact_log, "merged a log of "
+                                                    << exact_log.size()
+                                                    << " entries: " << show_log(state.log));
+            }
+        }
+        // Later too, the stored log counts at least what the exact one does.
+        const Micros later = now + static_cast<Micros>(draw(rng, 0, 2 * p));
+        if (later <= kMaxInstant) {
+            REQUIRE(probe(limit, state, later, 1).remaining <= n - exact.used(later),
+                    "more remaining than the exact log at " << later);
+        }
+    }
+    const std::int64_t most = models::most_in_span(exact.ledger(), period, false);
+    REQUIRE(most <= n, most << " units in a span of length P");
+    return {};
+}
+
+TEST(AlgorithmSlidingLog, BoundedLogAgainstTheExactLogOnLongHistories) {
+    BoundedTally tally;
+    for (std::uint64_t i = 0; i < 400; ++i) {
+        std::string trace;
+        const std::uint64_t seed = 7001ULL * 1000003 + i;
+        const std::string failure = check_bounded_history(seed, tally, trace);
+        if (!failure.empty()) {
+            const std::size_t keep = 6000;
+            ADD_FAILURE() << "seed " << seed << ": " << failure << "\n"
+                          << (trace.size() > keep ? trace.substr(trace.size() - keep) : trace);
+            return;
+        }
+    }
+    // Both regimes were exercised, and merging did change some answers.
+    EXPECT_GT(tally.exact_steps, 10000);
+    EXPECT_GT(tally.merged_steps, 10000);
+    EXPECT_GT(tally.longer_waits, 0);
+    std::printf(
+        "bounded log: %ld calls on the exact log, %ld on a merged one, %ld longer waits, %ld "
+        "denied only by merging\n",
+        tally.exact_steps, tally.merged_steps, tally.longer_waits, tally.denied_only_bounded);
+}
+
+// The grid holds a whole period in at most kMaxSlidingLog cells, for every accepted period.
+TEST(AlgorithmSlidingLog, APeriodSpansAtMostTheBoundOfCells) {
+    for (Micros period : {kMinPeriod, kMinPeriod + 1, Micros{62999}, Micros{63000}, Micros{63001},
+                          kMicrosPerMinute, kMaxWindow - 1, kMaxWindow}) {
+        const Micros cell = sliding_log_cell(period);
+        EXPECT_GE(cell * (kMaxSlidingLog - 1), period) << period;
+        EXPECT_LT((cell - 1) * (kMaxSlidingLog - 1), period) << period;
+        // Entries in (t - P, t]: cells floor((t - P + 1) / cell) .. floor(t / cell).
+        for (Micros t : {Micros{0} + period, kT0, kT0 + cell - 1, kT0 + 1}) {
+            EXPECT_LE(t / cell - (t - period + 1) / cell + 1, kMaxSlidingLog) << period;
+        }
+    }
+}
+
+// A steady stream at a large limit: the row keeps at most kMaxSlidingLog entries, every call
+// at its own microsecond, and a full window is denied exactly as long as it must be.
+TEST(AlgorithmSlidingLog, ASteadyStreamKeepsTheLogBounded) {
+    const Micros p = kMicrosPerMinute;
+    const Limit limit = limit_of(Algorithm::kSlidingWindow, 1000000, p);
+    KeyState state;
+    Micros now = kT0;
+    for (int i = 0; i < 20000; ++i) {
+        now += 7;
+        ASSERT_TRUE(decide(limit, state, now, 1, Action::kConsume).allowed);
+        ASSERT_LE(state.log.size(), static_cast<std::size_t>(kMaxSlidingLog));
+    }
+    std::int64_t units = 0;
+    for (const LogEntry& e : state.log) {
+        units += e.units;
+    }
+    EXPECT_EQ(units, 20000);
+    EXPECT_EQ(state.log.back().at, now);  // the newest instant is never moved
+    // Filled to the limit: denied until the oldest units leave, at most a cell late.
+    ASSERT_TRUE(decide(limit, state, now, 1000000 - 20000, Action::kConsume).allowed);
+    const Decision denied = decide(limit, state, now, 1, Action::kConsume);
+    ASSERT_FALSE(denied.allowed);
+    EXPECT_GE(now + denied.retry_after, kT0 + 7 + p);
+    EXPECT_LT(now + denied.retry_after, kT0 + 7 + p + sliding_log_cell(p));
 }
 
 TEST(AlgorithmEdges, SlidingWindowCounterWeighsThePreviousWindow) {
