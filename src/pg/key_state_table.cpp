@@ -8,6 +8,8 @@ extern "C" {
 #include "access/tableam.h"
 #include "access/genam.h"
 #include "catalog/index.h"
+#include "executor/executor.h"
+#include "nodes/pg_list.h"
 #include "storage/lock.h"
 #include "tcop/utility.h"
 #include "utils/array.h"
@@ -126,12 +128,17 @@ bool find_row(const KeyStateTable& table, const StateKey& key, ItemPointer tid, 
     ScanKeyEntryInitialize(&scan_keys[count], 0, kKey + 1, BTEqualStrategyNumber, InvalidOid,
                            table.primary_key->rd_indcollation[count], F_TEXTEQ, key.key);
     ++count;
+    // SnapshotAny takes no SSI predicate lock (see the concurrency rules); the visibility test
+    // against the fresh snapshot then keeps the one version it would have returned.
     Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
     SysScanDesc scan = systable_beginscan(table.heap, RelationGetRelid(table.primary_key), true,
-                                          snapshot, count, scan_keys);
-    HeapTuple tuple = systable_getnext(scan);
-    bool found = HeapTupleIsValid(tuple);
-    if (found) {
+                                          SnapshotAny, count, scan_keys);
+    bool found = false;
+    HeapTuple tuple;
+    while (!found && HeapTupleIsValid(tuple = systable_getnext(scan))) {
+        if (!table_tuple_satisfies_snapshot(table.heap, scan->slot, snapshot))
+            continue;
+        found = true;
         *tid = tuple->t_self;
         // Read in place: fill_row copies every value out while the scan still pins the page.
         if (row != nullptr)
@@ -182,6 +189,92 @@ HeapTuple form_row(const KeyStateTable& table, const StateKey& key, const Stored
     return heap_form_tuple(RelationGetDescr(table.heap), values, nulls);
 }
 
+void refuse_unmaintained(Relation heap, const char* what, const char* name, const char* hint) {
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("ratelimit: ratelimit.%s has %s (\"%s\") the engine does not maintain",
+                           RelationGetRelationName(heap), what, name),
+                    errhint("%s", hint)));
+}
+
+// The writes bypass the executor, so what only the executor honours is refused up front, before
+// anything is written. Cheap: the relcache holds all of it.
+void check_writable(Relation heap) {
+    if (heap->trigdesc != nullptr && heap->trigdesc->numtriggers > 0) {
+        refuse_unmaintained(heap, "a trigger", heap->trigdesc->triggers[0].tgname,
+                            "Drop the trigger: the engine writes rows without firing triggers.");
+    }
+    TupleConstr* constr = RelationGetDescr(heap)->constr;
+    if (constr != nullptr && constr->num_check > 0) {
+        refuse_unmaintained(heap, "a check constraint", constr->check[0].ccname,
+                            "Drop the constraint: the engine writes rows without checking it.");
+    }
+}
+
+// Opens every index of the table when there is more than the primary key, refusing those the
+// engine cannot maintain.
+void open_other_indexes(KeyStateTable* table) {
+    List* ids = RelationGetIndexList(table->heap);
+    if (list_length(ids) <= 1) {
+        list_free(ids);
+        return;
+    }
+    table->indexes = static_cast<Relation*>(palloc0(sizeof(Relation) * list_length(ids)));
+    ListCell* cell;
+    foreach (cell, ids) {
+        Relation index = index_open(lfirst_oid(cell), table->lock_mode);
+        table->indexes[table->index_count++] = index;
+        Form_pg_index form = index->rd_index;
+        if (form->indisexclusion) {
+            refuse_unmaintained(table->heap, "an exclusion constraint",
+                                RelationGetRelationName(index),
+                                "Drop it: the engine cannot check exclusion constraints.");
+        }
+        if (form->indisunique && !form->indimmediate) {
+            refuse_unmaintained(table->heap, "a deferrable unique index",
+                                RelationGetRelationName(index),
+                                "Drop it: the engine checks uniqueness immediately only.");
+        }
+    }
+    list_free(ids);
+}
+
+enum class IndexUpdate { kNone, kAll, kSummarizing };
+
+// Adds the entries of the new version `tuple` to every index, as ExecInsertIndexTuples does:
+// partial indexes by their predicate, expression indexes by evaluating it.
+void insert_index_entries(const KeyStateTable& table, HeapTuple tuple, IndexUpdate update) {
+    EState* estate = CreateExecutorState();
+    TupleTableSlot* slot = MakeSingleTupleTableSlot(RelationGetDescr(table.heap), &TTSOpsHeapTuple);
+    ExecStoreHeapTuple(tuple, slot, false);
+    ExprContext* econtext = GetPerTupleExprContext(estate);
+    econtext->ecxt_scantuple = slot;
+    for (int i = 0; i < table.index_count; ++i) {
+        Relation index = table.indexes[i];
+        IndexInfo* info = BuildIndexInfo(index);
+        if (!info->ii_ReadyForInserts)
+            continue;
+#if PG_VERSION_NUM >= 160000
+        if (update == IndexUpdate::kSummarizing && !info->ii_Summarizing)
+            continue;
+#else
+        (void)update;
+#endif
+        if (info->ii_Predicate != NIL &&
+            !ExecQual(ExecPrepareQual(info->ii_Predicate, estate), econtext)) {
+            continue;
+        }
+        Datum values[INDEX_MAX_KEYS];
+        bool nulls[INDEX_MAX_KEYS];
+        FormIndexDatum(info, slot, estate, values, nulls);
+        index_insert(index, values, nulls, &tuple->t_self, table.heap,
+                     index->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, false,
+                     info);
+        ResetExprContext(econtext);
+    }
+    ExecDropSingleTupleTableSlot(slot);
+    FreeExecutorState(estate);
+}
+
 }  // namespace
 
 void open_key_state_table(Oid schema, Engine engine, bool writing, const char* function_name,
@@ -195,9 +288,19 @@ void open_key_state_table(Oid schema, Engine engine, bool writing, const char* f
     table->has_policy = check_shape(table->heap);
     table->primary_key =
         index_open(require_relation(primary_key_name(engine), schema), table->lock_mode);
+    if (writing) {
+        // Indexes first: a deferrable unique constraint also has a trigger, and its index is the
+        // clearer thing to name.
+        open_other_indexes(table);
+        check_writable(table->heap);
+    }
 }
 
 void close_key_state_table(KeyStateTable* table) {
+    for (int i = 0; i < table->index_count; ++i)
+        index_close(table->indexes[i], table->lock_mode);
+    table->index_count = 0;
+    table->indexes = nullptr;
     if (table->primary_key != nullptr)
         index_close(table->primary_key, table->lock_mode);
     if (table->heap != nullptr)
@@ -220,6 +323,9 @@ void read_key_row(const KeyStateTable& table, const StateKey& key, bool create, 
 bool write_key_row(const KeyStateTable& table, const StateKey& key, const StoredKeyRow& row) {
     HeapTuple tuple = form_row(table, key, row);
     const CommandId command = GetCurrentCommandId(true);
+    // Which indexes need an entry for the new version: all of them on an insert or a non-HOT
+    // update, none on a HOT one (PostgreSQL decides HOT from the columns of every index).
+    IndexUpdate update = IndexUpdate::kAll;
     if (row.found) {
         ItemPointerData tid = row.tid;
         TM_FailureData failure;
@@ -240,12 +346,20 @@ bool write_key_row(const KeyStateTable& table, const StateKey& key, const Stored
             elog(ERROR, "ratelimit: unexpected result %d updating a key_state row",
                  static_cast<int>(result));
         }
+#if PG_VERSION_NUM >= 160000
+        update = update_indexes == TU_All           ? IndexUpdate::kAll
+                 : update_indexes == TU_Summarizing ? IndexUpdate::kSummarizing
+                                                    : IndexUpdate::kNone;
+#else
+        update = HeapTupleIsHeapOnly(tuple) ? IndexUpdate::kNone : IndexUpdate::kAll;
+#endif
     } else {
         heap_insert(table.heap, tuple, command, 0, nullptr);
     }
-    // A HOT update (the usual case: only the key is indexed and it never changes) needs no new
-    // index entry.
-    if (!HeapTupleIsHeapOnly(tuple)) {
+    if (update != IndexUpdate::kNone && table.index_count > 0) {
+        insert_index_entries(table, tuple, update);
+    } else if (update == IndexUpdate::kAll) {
+        // Only the primary key: its columns are the key itself, no executor state needed.
         Datum values[2] = {key.space, key.key};
         bool nulls[2] = {false, false};
         if (!table.has_policy)

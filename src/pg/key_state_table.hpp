@@ -16,9 +16,18 @@
 //    subjects have its name, so no spelling of a key reaches another namespace's counter.
 //  - Cleanup is a plain DELETE: it waits for a writer's transaction and re-checks expires_at on
 //    the latest version, so it never removes a row a concurrent decision has just renewed.
+//  - The look-up takes no SSI predicate lock: it scans with SnapshotAny and tests each version
+//    against the fresh snapshot itself. Under SERIALIZABLE, the engine's read needs none (the
+//    row write above serializes decisions on a key), and predicate locks on shared btree pages
+//    would make distinct keys fail each other with 40001. The writes still check for conflicts
+//    with the predicate locks of SQL that reads the tables, so that SQL keeps its protection.
 //
 // Only the primary key (policy, key) is indexed: every other column changes on each decision, and
-// leaving them out of any index (with fillfactor room on each page) keeps updates HOT.
+// leaving them out of any index (with fillfactor room on each page) keeps updates HOT. An index
+// the owner adds is maintained as INSERT and UPDATE would (every index on an insert or a non-HOT
+// update, partial and expression indexes included); a trigger, a CHECK constraint, an exclusion
+// constraint or a deferrable unique index, which the direct writes cannot honour, make a writing
+// call fail with SQLSTATE 55000 before anything is written.
 //
 // Everything here is PostgreSQL code: call it inside call_postgres(). The structs hold plain
 // values only, so they may be filled there.
@@ -56,6 +65,10 @@ struct KeyStateTable {
     Relation heap = nullptr;
     Relation primary_key = nullptr;
     LOCKMODE lock_mode = NoLock;
+    // Every index of the table when it has more than the primary key (writing calls only), else
+    // none: only then do writes build index entries through an executor state.
+    int index_count = 0;
+    Relation* indexes = nullptr;
     // False for a table of a version before 0.6.0 (no policy column, primary key (key)): it
     // serves the native API's keys until ALTER EXTENSION ratelimit UPDATE.
     bool has_policy = true;
