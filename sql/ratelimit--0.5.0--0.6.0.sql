@@ -376,6 +376,66 @@ END
 $$;
 
 ------------------------------------------------------------------------------------------------
+-- Batch calls: one round trip for many keys, and allow, consume's answer as a boolean. Their
+-- grants are set by the privileges block below.
+------------------------------------------------------------------------------------------------
+
+-- consume for callers that need only the answer: the same decision, as a boolean.
+CREATE FUNCTION ratelimit.allow(
+    p_key text,
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL)
+RETURNS boolean
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_allow';
+
+-- consume_many and peek_many: one round trip for many keys. Element i of the result is what
+-- consume (peek) of p_keys[i] alone would give, decided in the order given; each key on its own
+-- (not all-or-nothing), so a key given twice is decided twice. Every key is checked before any
+-- is decided: an error names the element (p_keys[7]) and charges nothing. 1 to 10,000 keys.
+CREATE FUNCTION ratelimit.consume_many(
+    p_keys text[],
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL)
+RETURNS ratelimit.decision[]
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_consume_many';
+
+CREATE FUNCTION ratelimit.peek_many(
+    p_keys text[],
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL)
+RETURNS ratelimit.decision[]
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_peek_many';
+
+-- check for many subjects of one policy: element i is what check(p_policy, p_subjects[i], ...)
+-- would give (counters, shadow, count_denied, lists and the denial log as for check), decided
+-- in the order given. Every subject is checked before any is decided; 1 to 10,000 subjects.
+CREATE FUNCTION ratelimit.check_many(
+    p_policy text,
+    p_subjects text[],
+    p_cost integer DEFAULT 1,
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL)
+RETURNS ratelimit.policy_decision[]
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_check_many';
+
+------------------------------------------------------------------------------------------------
 -- Privileges by construction. Default privileges (ALTER DEFAULT PRIVILEGES, database-wide or
 -- IN SCHEMA) hand new tables, views, sequences, functions, types and schemas to whichever roles
 -- they name, TRUNCATE (which ignores row level security) and EXECUTE on reset and block
@@ -477,11 +537,15 @@ BEGIN
             -- drop-ins' calls that name a user or a key; never the policy tables.
             ('USAGE', 'SCHEMA', 'ratelimit', 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.check(text, text, integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.check_many(text, text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.check_all(text[], text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.allow(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.consume_many(text[], integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.peek_many(text[], integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.reset(text, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.block(text, interval, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer)'::pg_catalog.regprocedure::text, 'service_role'),

@@ -17,6 +17,13 @@ constexpr std::size_t kMaxKeyBytes = 256;
 // Throws ArgumentError unless 1 <= length <= kMaxKeyBytes.
 void require_key(const std::string& argument, std::size_t length);
 
+// The most elements a batch call (consume_many, check_many, ...) takes: enough for any page of
+// work, small enough that one call's answer stays a few megabytes.
+constexpr std::size_t kMaxBatchElements = 10000;
+
+// Throws ArgumentError unless 1 <= count <= kMaxBatchElements.
+void require_batch_size(const std::string& argument, std::size_t count);
+
 // Throws ArgumentError unless value > 0.
 void require_positive(const std::string& argument, std::int64_t value);
 

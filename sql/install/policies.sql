@@ -192,6 +192,20 @@ RETURNS ratelimit.policy_decision
 LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 AS 'MODULE_PATHNAME', 'ratelimit_check';
 
+-- check for many subjects of one policy: element i is what check(p_policy, p_subjects[i], ...)
+-- would give (counters, shadow, count_denied, lists and the denial log as for check), decided
+-- in the order given. Every subject is checked before any is decided; 1 to 10,000 subjects.
+CREATE FUNCTION ratelimit.check_many(
+    p_policy text,
+    p_subjects text[],
+    p_cost integer DEFAULT 1,
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL)
+RETURNS ratelimit.policy_decision[]
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_check_many';
+
 CREATE FUNCTION ratelimit.check_all(
     p_policies text[],
     p_keys text[],

@@ -14,6 +14,14 @@ void require_key(const std::string& argument, std::size_t length) {
     }
 }
 
+void require_batch_size(const std::string& argument, std::size_t count) {
+    if (count < 1 || count > kMaxBatchElements) {
+        throw ArgumentError::invalid(argument, "must have 1 to " +
+                                                   std::to_string(kMaxBatchElements) +
+                                                   " elements (got " + std::to_string(count) + ")");
+    }
+}
+
 void require_positive(const std::string& argument, std::int64_t value) {
     if (value <= 0) {
         throw ArgumentError::invalid(argument,

@@ -1,8 +1,8 @@
 // The native API in schema ratelimit: consume, peek, refund, reset and block on every engine,
-// and the memory engine's stats. Arguments are checked in the core (one place, one message per
-// argument) before any state is touched; the decision itself is the core's; this file only
-// moves a key's state between its engine and the core (src/pg/key_state_table.hpp and
-// src/pg/memory_engine.cpp say how each stays exact).
+// allow, the batch calls consume_many and peek_many, and the memory engine's stats. Arguments are
+// checked in the core (one place, one message per argument) before any state is touched; the
+// decision itself is the core's; this file only moves a key's state between its engine and the core
+// (src/pg/key_state_table.hpp and src/pg/memory_engine.cpp say how each stays exact).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -42,9 +42,9 @@ Engine read_engine(FunctionCallInfo fcinfo, int index) {
     return parse_engine("p_engine", name_argument(fcinfo, index, "p_engine"));
 }
 
-LimitCall read_limit_call(FunctionCallInfo fcinfo) {
+// Everything but the key (arguments 1 to 6, the same in consume and consume_many).
+LimitCall read_limit(FunctionCallInfo fcinfo) {
     LimitCall call;
-    call.key = key_argument(fcinfo, 0, "p_key");
     const std::int32_t limit = int32_argument(fcinfo, 1, "p_limit");
     const Micros period = interval_argument(fcinfo, 2, "p_period");
     call.cost = int32_argument(fcinfo, 3, "p_cost");
@@ -56,6 +56,13 @@ LimitCall read_limit_call(FunctionCallInfo fcinfo) {
         burst = PG_GETARG_INT32(6);
     call.limit = make_limit(algorithm, limit, period, burst);
     require_valid_cost(call.limit, call.cost);
+    return call;
+}
+
+LimitCall read_limit_call(FunctionCallInfo fcinfo) {
+    const Datum key = key_argument(fcinfo, 0, "p_key");
+    LimitCall call = read_limit(fcinfo);
+    call.key = key;
     return call;
 }
 
@@ -155,6 +162,60 @@ Datum consume_body(FunctionCallInfo fcinfo) {
     return limit_call(fcinfo, Action::kConsume);
 }
 
+// ratelimit.allow(): consume's decision, as a boolean only.
+Datum allow_body(FunctionCallInfo fcinfo) {
+    const LimitCall call = read_limit_call(fcinfo);
+    if (call.engine == Engine::kMemory)
+        require_memory_limit(call.limit);
+    const Oid schema = call.engine == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
+    EngineStorage storage;
+    StateEngine& engine = state_engine(call.engine, schema, "ratelimit.allow()", storage);
+    const Micros now = now_checked();
+    return BoolGetDatum(engine
+                            .decide(StateKey{native_space(), call.key}, call.limit, now, call.cost,
+                                    Action::kConsume)
+                            .allowed);
+}
+
+// consume_many and peek_many: each key decided on its own, in the order given, as a consume
+// (or peek) of that key alone would be; every key is checked before the first is decided.
+Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_name) {
+    const std::vector<Datum> keys = key_array_argument(fcinfo, 0, "p_key");
+    const LimitCall call = read_limit(fcinfo);
+    if (call.engine == Engine::kMemory)
+        require_memory_limit(call.limit);
+    const Oid schema = call.engine == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
+    std::vector<StateKey> state_keys;
+    state_keys.reserve(keys.size());
+    for (const Datum key : keys)
+        state_keys.push_back(StateKey{native_space(), key});
+    EngineStorage storage;
+    StateEngine& engine = state_engine(call.engine, schema, function_name, storage);
+    const Micros now = now_checked();
+    std::vector<Decision> decisions(keys.size());
+    engine.decide_each(state_keys, call.limit, now, call.cost, action, decisions.data());
+
+    Datum* elements = nullptr;
+    call_postgres([&] { elements = static_cast<Datum*>(palloc(sizeof(Datum) * keys.size())); });
+    for (std::size_t i = 0; i < decisions.size(); ++i)
+        elements[i] = decision_datum(fcinfo, decisions[i]);
+    Datum result = 0;
+    call_postgres([&] {
+        const Oid row_type = call_site(fcinfo)->decision->tdtypeid;
+        result = PointerGetDatum(construct_array(elements, static_cast<int>(keys.size()), row_type,
+                                                 -1, false, TYPALIGN_DOUBLE));
+    });
+    return result;
+}
+
+Datum consume_many_body(FunctionCallInfo fcinfo) {
+    return many_call(fcinfo, Action::kConsume, "ratelimit.consume_many()");
+}
+
+Datum peek_many_body(FunctionCallInfo fcinfo) {
+    return many_call(fcinfo, Action::kPeek, "ratelimit.peek_many()");
+}
+
 Datum peek_body(FunctionCallInfo fcinfo) {
     return limit_call(fcinfo, Action::kPeek);
 }
@@ -188,62 +249,6 @@ Datum block_body(FunctionCallInfo fcinfo) {
 
 // More tiers would only hold more partition locks at once; real checks use two to four.
 constexpr int kMaxTiers = 16;
-
-// One array argument, deconstructed: `values` and `nulls` live in the call's memory.
-struct ArrayArgument {
-    Datum* values = nullptr;
-    bool* nulls = nullptr;
-    int count = 0;
-    bool given = false;
-};
-
-ArrayArgument array_argument(FunctionCallInfo fcinfo, int index, const char* name, Oid element,
-                             bool required) {
-    ArrayArgument array;
-    if (PG_ARGISNULL(index)) {
-        if (required)
-            throw ArgumentError::null(name);
-        return array;
-    }
-    array.given = true;
-    int dimensions = 0;
-    call_postgres([&] {
-        ArrayType* value = PG_GETARG_ARRAYTYPE_P(index);
-        dimensions = ARR_NDIM(value);
-        if (dimensions <= 1) {
-            int16 length = 0;
-            bool by_value = false;
-            char align = 0;
-            get_typlenbyvalalign(element, &length, &by_value, &align);
-            deconstruct_array(value, element, length, by_value, align, &array.values, &array.nulls,
-                              &array.count);
-        }
-    });
-    if (dimensions > 1)
-        throw ArgumentError::invalid(name, "must be a one-dimensional array");
-    return array;
-}
-
-// The element's name in messages: p_limits[2] for the second limit (SQL arrays count from 1).
-std::string element_name(const char* array, int index) {
-    return std::string(array) + "[" + std::to_string(index + 1) + "]";
-}
-
-// Re-raises a core error about a scalar argument (p_limit) as one about the array element it
-// came from (p_limits[2]), keeping the rest of the message.
-[[noreturn]] void rethrow_for_element(const ArgumentError& error, int index) {
-    static const std::pair<const char*, const char*> kArrays[] = {
-        {"p_key", "p_keys"},     {"p_limit", "p_limits"},         {"p_period", "p_periods"},
-        {"p_burst", "p_bursts"}, {"p_algorithm", "p_algorithms"}, {"p_engine", "p_engines"}};
-    for (const auto& [scalar, array] : kArrays) {
-        if (error.argument() == scalar) {
-            const std::string name = element_name(array, index);
-            const std::string detail = std::string(error.what()).substr(error.argument().size());
-            throw ArgumentError(error.kind(), name, name + detail);
-        }
-    }
-    throw error;
-}
 
 // The tiers of a consume_all call, checked, and their keys (keys[i] for tiers[i]).
 std::vector<TierCall> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost,
@@ -400,6 +405,9 @@ Datum memory_stats_body(FunctionCallInfo fcinfo) {
 
 RATELIMIT_SQL_FUNCTION(ratelimit_consume, ratelimit::pg::consume_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_peek, ratelimit::pg::peek_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_allow, ratelimit::pg::allow_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_consume_many, ratelimit::pg::consume_many_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_peek_many, ratelimit::pg::peek_many_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_refund, ratelimit::pg::refund_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset, ratelimit::pg::reset_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block, ratelimit::pg::block_body)

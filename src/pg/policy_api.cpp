@@ -1,5 +1,5 @@
-// Deciding by policy: ratelimit.check, check_all, check_http (and decide_policies, the body
-// they share, kept callable for administrators). The path reads in one direction: the
+// Deciding by policy: ratelimit.check, check_many, check_all, check_http (and decide_policies, the
+// body they share, kept callable for administrators). The path reads in one direction: the
 // arguments, checked; the policy rows, from this backend's exact cache (policy_cache.hpp); the
 // plan and the answer, from the core (ratelimit/policy.hpp); the keys, decided as one through
 // the engines (state_engines.hpp), each policy's subjects in a namespace of their own.
@@ -220,12 +220,13 @@ struct PolicyCall {
 
 // Reads and checks the arguments in the order the SQL layer always has: the arrays, their
 // sizes, the cost, the tier, then each policy and its subject.
+// `policies` and `keys` are the first two arguments, already read (check_many passes one
+// subject at a time).
 PolicyCall read_policy_call(FunctionCallInfo fcinfo, const ArgumentNames& names,
-                            const PolicyCatalog& catalog, Micros now) {
+                            const PolicyCatalog& catalog, Micros now, const TextList& policies,
+                            const TextList& keys) {
     PolicyCall call;
     call.names = names;
-    const TextList policies = text_list(fcinfo, 0, names.scalar, names.policies);
-    const TextList keys = text_list(fcinfo, 1, names.scalar, names.keys);
     if (PG_ARGISNULL(2))
         throw ArgumentError::null("p_cost");
     call.cost = PG_GETARG_INT32(2);
@@ -333,13 +334,9 @@ void apply_answer(FunctionCallInfo fcinfo, Oid schema, const PolicyCall& call,
     }
 }
 
-// Decides a policy call from its arguments; `schema` is the extension's.
-PolicyAnswer decide_call(FunctionCallInfo fcinfo, const ArgumentNames& names, Oid schema,
-                         Micros now, PolicyCall* call_out) {
-    const PolicyCatalog& catalog = policy_catalog(schema);
-    PolicyCall& call = *call_out;
-    call = read_policy_call(fcinfo, names, catalog, now);
-    const PolicyPlan plan = plan_call(call, now);
+// Decides a call read and planned; `schema` is the extension's.
+PolicyAnswer decide_planned(FunctionCallInfo fcinfo, Oid schema, const PolicyCall& call,
+                            const PolicyPlan& plan, Micros now) {
     PolicyAnswer answer;
     switch (plan.kind) {
         case PolicyPlan::Kind::kSkipped:
@@ -381,6 +378,17 @@ PolicyAnswer decide_call(FunctionCallInfo fcinfo, const ArgumentNames& names, Oi
     }
     apply_answer(fcinfo, schema, call, answer, now);
     return answer;
+}
+
+// Decides a policy call from its arguments; `schema` is the extension's.
+PolicyAnswer decide_call(FunctionCallInfo fcinfo, const ArgumentNames& names, Oid schema,
+                         Micros now, PolicyCall* call_out) {
+    const PolicyCatalog& catalog = policy_catalog(schema);
+    const TextList policies = text_list(fcinfo, 0, names.scalar, names.policies);
+    const TextList keys = text_list(fcinfo, 1, names.scalar, names.keys);
+    PolicyCall& call = *call_out;
+    call = read_policy_call(fcinfo, names, catalog, now, policies, keys);
+    return decide_planned(fcinfo, schema, call, plan_call(call, now), now);
 }
 
 // The answer as a ratelimit.policy_decision row.
@@ -444,6 +452,42 @@ Datum check_body(FunctionCallInfo fcinfo) {
     const PolicyAnswer answer =
         decide_call(fcinfo, ArgumentNames{"p_policy", "p_key", true}, schema, now, &call);
     return answer_datum(fcinfo, call, answer, now);
+}
+
+// check_many(): check(p_policy, subject, ...) for each subject in turn. Every subject is read
+// and planned (its key, its override, its lists, the limit it gets) before the first is
+// decided, so a refused argument charges nothing.
+Datum check_many_body(FunctionCallInfo fcinfo) {
+    const Oid schema = call_schema(fcinfo);
+    const Micros now = now_checked();
+    const TextList policy = text_list(fcinfo, 0, true, "p_policy");
+    const std::vector<Datum> subjects = key_array_argument(fcinfo, 1, "p_subject");
+    const PolicyCatalog& catalog = policy_catalog(schema);
+    const std::size_t count = subjects.size();
+    std::vector<PolicyCall> calls(count);
+    std::vector<PolicyPlan> plans(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        TextList subject;
+        subject.values.push_back(subjects[i]);
+        subject.nulls.push_back(false);
+        const ArgumentNames names{"p_policy", element_name("p_subjects", static_cast<int>(i)),
+                                  true};
+        calls[i] = read_policy_call(fcinfo, names, catalog, now, policy, subject);
+        plans[i] = plan_call(calls[i], now);
+    }
+    Datum* elements = nullptr;
+    call_postgres([&] { elements = static_cast<Datum*>(palloc(sizeof(Datum) * count)); });
+    for (std::size_t i = 0; i < count; ++i) {
+        const PolicyAnswer answer = decide_planned(fcinfo, schema, calls[i], plans[i], now);
+        elements[i] = answer_datum(fcinfo, calls[i], answer, now);
+    }
+    Datum result = 0;
+    call_postgres([&] {
+        const Oid row_type = policy_call_site(fcinfo)->decision->tdtypeid;
+        result = PointerGetDatum(construct_array(elements, static_cast<int>(count), row_type, -1,
+                                                 false, TYPALIGN_DOUBLE));
+    });
+    return result;
 }
 
 Datum check_all_body(FunctionCallInfo fcinfo) {
@@ -745,6 +789,7 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
 
 RATELIMIT_SQL_FUNCTION(ratelimit_check, ratelimit::pg::check_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_check_all, ratelimit::pg::check_all_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_check_many, ratelimit::pg::check_many_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_check_http, ratelimit::pg::check_http_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_decide_policies, ratelimit::pg::decide_policies_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset_policy_key, ratelimit::pg::reset_policy_key_body)

@@ -264,6 +264,17 @@ Decision TableStateEngine::decide(const StateKey& key, const Limit& limit, Micro
     return decision;
 }
 
+void TableStateEngine::decide_each(const std::vector<StateKey>& keys, const Limit& limit,
+                                   Micros now, std::int64_t cost, Action action,
+                                   Decision* decisions) {
+    const bool writing = action != Action::kPeek;
+    KeyStateTable table;
+    open_table(schema_, engine_, writing, function_name_, &table);
+    for (std::size_t i = 0; i < keys.size(); ++i)
+        decisions[i] = decide_row(table, keys[i], limit, now, cost, action, writing, nullptr);
+    close_table(&table);
+}
+
 Micros TableStateEngine::block(const StateKey& key, Micros until, Micros /*now*/) {
     KeyStateTable table;
     open_table(schema_, engine_, true, function_name_, &table);
@@ -301,6 +312,15 @@ bool TableStateEngine::reset(const StateKey& key) {
 Decision MemoryStateEngine::decide(const StateKey& key, const Limit& limit, Micros now,
                                    std::int64_t cost, Action action) {
     return memory_decide(memory_key(key), limit, now, cost, action);
+}
+
+void MemoryStateEngine::decide_each(const std::vector<StateKey>& keys, const Limit& limit,
+                                    Micros now, std::int64_t cost, Action action,
+                                    Decision* decisions) {
+    // One partition lock per decision, as single calls take it: a batch never holds a lock
+    // while it decides another key.
+    for (std::size_t i = 0; i < keys.size(); ++i)
+        decisions[i] = memory_decide(memory_key(keys[i]), limit, now, cost, action);
 }
 
 Micros MemoryStateEngine::block(const StateKey& key, Micros until, Micros now) {

@@ -23,6 +23,10 @@ class StateEngine {
     virtual ~StateEngine() = default;
     virtual Decision decide(const StateKey& key, const Limit& limit, Micros now, std::int64_t cost,
                             Action action) = 0;
+    // decisions[i] = decide(keys[i], ...), in order, each on its own (a key given twice is
+    // decided twice); the table engines open their table once for all of them.
+    virtual void decide_each(const std::vector<StateKey>& keys, const Limit& limit, Micros now,
+                             std::int64_t cost, Action action, Decision* decisions) = 0;
     // Blocks the key until `until` (never shortening a block); returns the block's end.
     virtual Micros block(const StateKey& key, Micros until, Micros now) = 0;
     // Forgets the key; true if it had state.
@@ -58,6 +62,8 @@ class TableStateEngine final : public StateEngine {
     void open(Engine engine, Oid schema, const char* function_name);
     Decision decide(const StateKey& key, const Limit& limit, Micros now, std::int64_t cost,
                     Action action) override;
+    void decide_each(const std::vector<StateKey>& keys, const Limit& limit, Micros now,
+                     std::int64_t cost, Action action, Decision* decisions) override;
     Micros block(const StateKey& key, Micros until, Micros now) override;
     bool reset(const StateKey& key) override;
 
@@ -71,6 +77,8 @@ class MemoryStateEngine final : public StateEngine {
   public:
     Decision decide(const StateKey& key, const Limit& limit, Micros now, std::int64_t cost,
                     Action action) override;
+    void decide_each(const std::vector<StateKey>& keys, const Limit& limit, Micros now,
+                     std::int64_t cost, Action action, Decision* decisions) override;
     Micros block(const StateKey& key, Micros until, Micros now) override;
     bool reset(const StateKey& key) override;
 };

@@ -26,7 +26,7 @@ SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(2229);
+SELECT plan(2679);
 
 CREATE SCHEMA hostile;
 
@@ -187,16 +187,34 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.block_policy_key(text,text,interval)', 'ratelimit.block_policy_key', 3, 'p_duration', '''1 minute''::interval', false)
 ) AS v(function, call_name, position, name, valid, nullable);
 
--- consume, peek and refund share their arguments; the bad calls run on the memory engine (the
--- table engines' bad calls are in native_api_errors.sql).
+-- consume, peek, refund and allow share their arguments; the bad calls run on the memory engine
+-- (the table engines' bad calls are in native_api_errors.sql).
 INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable)
 SELECT format('ratelimit.%s(text,integer,interval,integer,text,text,integer)', f)::regprocedure, 'ratelimit.' || f,
        a.position, a.name, a.valid, a.nullable
-FROM hostile.run AS r, unnest(ARRAY['consume', 'peek', 'refund']) AS f,
+FROM hostile.run AS r, unnest(ARRAY['consume', 'peek', 'refund', 'allow']) AS f,
      LATERAL (VALUES (1, 'p_key', quote_literal(r.memory_key), false), (2, 'p_limit', '3', false),
                      (3, 'p_period', '''10 seconds''::interval', false), (4, 'p_cost', '1', false),
                      (5, 'p_algorithm', '''fixed_window''', false), (6, 'p_engine', '''memory''', false),
                      (7, 'p_burst', 'NULL', true)) AS a(position, name, valid, nullable);
+
+-- consume_many and peek_many: the same, with an array of keys.
+INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable)
+SELECT format('ratelimit.%s(text[],integer,interval,integer,text,text,integer)', f)::regprocedure, 'ratelimit.' || f,
+       a.position, a.name, a.valid, a.nullable
+FROM hostile.run AS r, unnest(ARRAY['consume_many', 'peek_many']) AS f,
+     LATERAL (VALUES (1, 'p_keys', format('ARRAY[''hostile:k'', %L]', r.memory_key), false), (2, 'p_limit', '3', false),
+                     (3, 'p_period', '''10 seconds''::interval', false), (4, 'p_cost', '1', false),
+                     (5, 'p_algorithm', '''fixed_window''', false), (6, 'p_engine', '''memory''', false),
+                     (7, 'p_burst', 'NULL', true)) AS a(position, name, valid, nullable);
+
+INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable) VALUES
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 1, 'p_policy', '''activity.create_post''', false),
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 2, 'p_subjects', 'ARRAY[''hostile-subject'', ''hostile-subject-2'']', false),
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 3, 'p_cost', '1', false),
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 4, 'p_tier', 'NULL', true),
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 5, 'p_ip', 'NULL', true),
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 6, 'p_user', 'NULL', true);
 
 -- The statement calling p_function with p_changes (argument name -> SQL text) in place of the
 -- valid values.
@@ -268,7 +286,10 @@ FROM (VALUES (1, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p
              (2, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p_keys', 'ARRAY[''hostile-subject'', NULL]', 2),
              (3, 'ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_policies', 'ARRAY[NULL]::text[]', 1),
              (4, 'ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[NULL]::text[]', 1),
-             (5, 'ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[NULL]::text[]', 1))
+             (5, 'ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[NULL]::text[]', 1),
+             (6, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[''hostile:k'', NULL]', 2),
+             (7, 'ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[NULL]::text[]', 1),
+             (8, 'ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_subjects', 'ARRAY[''hostile-subject'', ''hostile-subject-2'', NULL]', 3))
      AS v(n, f, name, value, element)
 ORDER BY v.n;
 
@@ -295,7 +316,11 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.check(text,text,integer,text,inet,uuid)', 'p_key', '%s', 'p_key'),
     ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p_keys', 'ARRAY[''hostile-subject'', %s]', 'p_keys[2]'),
     ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]'),
-    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]')
+    ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]'),
+    ('ratelimit.allow(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[''hostile:k'', %s]', 'p_keys[2]'),
+    ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]'),
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_subjects', 'ARRAY[''hostile-subject'', %s]', 'p_subjects[2]')
 ) AS v(f, name, template, label);
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
@@ -381,7 +406,7 @@ SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, '21474836
        i.name || ' = INT_MAX'
 FROM hostile.integer_arguments i
 WHERE NOT i.max_ok AND i.name <> 'p_burst'
-  AND NOT (i.name = 'p_cost' AND i.function::text ~ '^ratelimit\.("check"|check_all|check_http|decide_policies)\(')
+  AND NOT (i.name = 'p_cost' AND i.function::text ~ '^ratelimit\.("check"|check_many|check_all|check_http|decide_policies)\(')
 ORDER BY i.n;
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
@@ -445,7 +470,10 @@ INSERT INTO hostile.interval_arguments (function, name, template, label) VALUES
     ('ratelimit.block_policy_key(text,text,interval)', 'p_duration', '%s::interval', 'p_duration'),
     ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_periods',
-     'ARRAY[''10 seconds''::interval, %s::interval]', 'p_periods[2]');
+     'ARRAY[''10 seconds''::interval, %s::interval]', 'p_periods[2]'),
+    ('ratelimit.allow(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period');
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, format(i.template, quote_literal(v.value)))),
@@ -531,7 +559,14 @@ INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
      'p_body_shape must be one of error_message, detailed (got "%s")'),
     ('ratelimit.load_preset(text,boolean)', 'p_preset', '%s', 'p_preset: unknown preset "%s"'),
     ('ratelimit.reset_policy_key(text,text)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
-    ('ratelimit.block_policy_key(text,text,interval)', 'p_policy', '%s', 'p_policy: unknown policy "%s"');
+    ('ratelimit.block_policy_key(text,text,interval)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
+    ('ratelimit.allow(text,integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+     'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
+    ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+     'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
+    ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_tier', '%s', 'p_tier: unknown tier "%s"');
 
 -- For each name: something unknown, its known value in capitals, the known value padded, SQL.
 CREATE TABLE hostile.known_names (name text PRIMARY KEY, unknown text, known text);
@@ -636,7 +671,18 @@ FROM (VALUES
     (28, 'ratelimit.record_outcomes(text[],text[],text[])',
      '{"p_outcomes": "''{}''::text[]"}', '22023', 'p_outcomes must have as many elements as p_policies', 'no outcome, one policy', NULL),
     (29, 'ratelimit.record_outcomes(text[],text[],text[])',
-     '{"p_policies": "NULL"}', '22023', 'p_outcomes must have as many elements as p_policies', 'no policies, one subject and outcome', NULL)
+     '{"p_policies": "NULL"}', '22023', 'p_outcomes must have as many elements as p_policies', 'no policies, one subject and outcome', NULL),
+    (30, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "''{}''::text[]"}', '22023', 'p_keys must have 1 to 10000 elements (got 0)', 'no keys', NULL),
+    (31, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "(SELECT array_agg(''hostile:k'' || i) FROM generate_series(1, 10001) i)"}', '22023',
+     'p_keys must have 1 to 10000 elements (got 10001)', '10,001 keys', NULL),
+    (32, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "''{{hostile:k},{hostile:j}}''::text[]"}', '22023', 'p_keys must be a one-dimensional array', 'a 2x1 key array', NULL),
+    (33, 'ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "''{}''::text[]"}', '22023', 'p_keys must have 1 to 10000 elements (got 0)', 'no keys', NULL),
+    (34, 'ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "''{{hostile:k,hostile:j}}''::text[]"}', '22023', 'p_keys must be a one-dimensional array', 'a 1x2 key array', NULL),
+    (35, 'ratelimit.check_many(text,text[],integer,text,inet,uuid)', '{"p_subjects": "''{}''::text[]"}', '22023', 'p_subjects must have 1 to 10000 elements (got 0)', 'no subjects', NULL),
+    (36, 'ratelimit.check_many(text,text[],integer,text,inet,uuid)', '{"p_subjects": "array_fill(''s''::text, ARRAY[10001])"}', '22023',
+     'p_subjects must have 1 to 10000 elements (got 10001)', '10,001 subjects', NULL),
+    (37, 'ratelimit.check_many(text,text[],integer,text,inet,uuid)', '{"p_subjects": "''{{hostile-subject},{hostile-subject}}''::text[]"}', '22023',
+     'p_subjects must be a one-dimensional array', 'a 2x1 subject array', NULL)
 ) AS v(n, f, changes, sqlstate, message, why, todo)
 ORDER BY v.n;
 
@@ -842,8 +888,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p
                    AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
           '{}'::text[], 'every SQL-callable function of the extension has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 39::bigint, 'the matrix covers the 39 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 708::bigint, 'the matrix holds 708 bad calls');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 43::bigint, 'the matrix covers the 43 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 858::bigint, 'the matrix holds 858 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 

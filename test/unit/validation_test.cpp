@@ -37,6 +37,20 @@ TEST(RequireKey, RejectsOneByteTooLong) {
     EXPECT_NE(std::string(e.what()).find("at most 256 bytes"), std::string::npos);
 }
 
+TEST(RequireBatchSize, AcceptsOneToMaxElements) {
+    EXPECT_NO_THROW(require_batch_size("p_keys", 1));
+    EXPECT_NO_THROW(require_batch_size("p_keys", kMaxBatchElements));
+}
+
+TEST(RequireBatchSize, RejectsNoneAndOneTooManyNamingTheArgument) {
+    ArgumentError none = caught([] { require_batch_size("p_keys", 0); });
+    EXPECT_EQ(none.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_STREQ(none.what(), "p_keys must have 1 to 10000 elements (got 0)");
+    ArgumentError many = caught([] { require_batch_size("p_subjects", kMaxBatchElements + 1); });
+    EXPECT_EQ(many.argument(), "p_subjects");
+    EXPECT_STREQ(many.what(), "p_subjects must have 1 to 10000 elements (got 10001)");
+}
+
 TEST(RequirePositive, RejectsZeroAndNegative) {
     EXPECT_NO_THROW(require_positive("p_max_calls", 1));
     EXPECT_THROW(require_positive("p_max_calls", 0), ArgumentError);
