@@ -50,18 +50,6 @@ const char* primary_key_name(Engine engine) {
     return engine == Engine::kUnlogged ? "key_state_unlogged_pkey" : "key_state_pkey";
 }
 
-Oid require_relation(const char* name, Oid schema) {
-    Oid relid = get_relname_relid(name, schema);
-    if (!OidIsValid(relid)) {
-        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
-                        errmsg("ratelimit: relation \"%s\" is missing from schema \"%s\"", name,
-                               get_namespace_name(schema)),
-                        errhint("Reinstall the extension: DROP EXTENSION ratelimit; CREATE "
-                                "EXTENSION ratelimit;")));
-    }
-    return relid;
-}
-
 // The table is written without SQL, so its shape is checked instead of trusted. A table of a
 // version before 0.6.0 lacks the last column; true when the table has it.
 bool check_shape(Relation heap) {
@@ -276,6 +264,18 @@ void insert_index_entries(const KeyStateTable& table, HeapTuple tuple, IndexUpda
 }
 
 }  // namespace
+
+Oid require_relation(const char* name, Oid schema) {
+    Oid relid = get_relname_relid(name, schema);
+    if (!OidIsValid(relid)) {
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                        errmsg("ratelimit: relation \"%s\" is missing from schema \"%s\"", name,
+                               get_namespace_name(schema)),
+                        errhint("Reinstall the extension: DROP EXTENSION ratelimit; CREATE "
+                                "EXTENSION ratelimit;")));
+    }
+    return relid;
+}
 
 void open_key_state_table(Oid schema, Engine engine, bool writing, const char* function_name,
                           KeyStateTable* table) {

@@ -74,6 +74,10 @@ struct KeyStateTable {
     bool has_policy = true;
 };
 
+// The relation `name` of the extension in `schema`; an ERROR (42P01, with a hint to reinstall)
+// when it is missing. PostgreSQL code: call inside call_postgres().
+Oid require_relation(const char* name, Oid schema);
+
 // Opens the engine's table, found in `schema` (the schema of the calling function). `writing`
 // decides the table lock (ROW EXCLUSIVE vs ACCESS SHARE) and refuses read-only transactions.
 void open_key_state_table(Oid schema, Engine engine, bool writing, const char* function_name,

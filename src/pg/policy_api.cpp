@@ -12,6 +12,7 @@
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
+#include "pg/result_row.hpp"
 #include "pg/memory_engine.hpp"
 #include "pg/policy_cache.hpp"
 #include "pg/policy_counters.hpp"
@@ -171,15 +172,6 @@ Datum hashed_subject(Datum subject) {
             *p++ = kHex[hash[i] & 15];
         }
         result = PointerGetDatum(out);
-    });
-    return result;
-}
-
-Datum text_datum(std::string_view value) {
-    Datum result = 0;
-    call_postgres([&] {
-        result =
-            PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size())));
     });
     return result;
 }

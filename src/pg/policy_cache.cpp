@@ -8,6 +8,7 @@
 
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
+#include "pg/key_state_table.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/validation.hpp"
 
@@ -70,14 +71,7 @@ struct Column {
 void read_rows(Oid schema, Table which, const Column* columns, int column_count, Snapshot snapshot,
                RawRows* out) {
     const char* name = kTableNames[which];
-    const Oid relid = get_relname_relid(name, schema);
-    if (!OidIsValid(relid)) {
-        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
-                        errmsg("ratelimit: relation \"%s\" is missing from schema \"%s\"", name,
-                               get_namespace_name(schema)),
-                        errhint("Reinstall the extension: DROP EXTENSION ratelimit; CREATE "
-                                "EXTENSION ratelimit;")));
-    }
+    const Oid relid = require_relation(name, schema);
     watched[which] = relid;
     Relation rel = table_open(relid, AccessShareLock);
     TupleDesc desc = RelationGetDescr(rel);

@@ -234,15 +234,6 @@ Tuplestorestate* begin_rows(FunctionCallInfo fcinfo, TupleDesc* desc) {
     return store;
 }
 
-Datum text_datum(std::string_view value) {
-    Datum result = 0;
-    call_postgres([&] {
-        result =
-            PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size())));
-    });
-    return result;
-}
-
 // ratelimit.policy_stats(): one row per policy this database has counted.
 Datum policy_stats_body(FunctionCallInfo fcinfo) {
     if (shared == nullptr)

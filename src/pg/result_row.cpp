@@ -1,5 +1,7 @@
 #include "pg/result_row.hpp"
 
+#include "pg/guard.hpp"
+
 namespace ratelimit::pg {
 
 Tuplestorestate* begin_result_rows(FunctionCallInfo fcinfo, TupleDesc* desc) {
@@ -28,6 +30,15 @@ Datum return_single_row(FunctionCallInfo fcinfo, Datum* values, bool* nulls) {
     Tuplestorestate* store = begin_result_rows(fcinfo, &desc);
     tuplestore_putvalues(store, desc, values, nulls);
     return static_cast<Datum>(0);
+}
+
+Datum text_datum(std::string_view value) {
+    Datum result = 0;
+    call_postgres([&] {
+        result =
+            PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size())));
+    });
+    return result;
 }
 
 }  // namespace ratelimit::pg

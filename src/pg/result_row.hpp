@@ -2,6 +2,8 @@
 // turns into a one-element JSON array.
 #pragma once
 
+#include <string_view>
+
 #include "pg/postgres.hpp"
 
 namespace ratelimit::pg {
@@ -13,5 +15,8 @@ Tuplestorestate* begin_result_rows(FunctionCallInfo fcinfo, TupleDesc* desc);
 
 // Hands `values` back as the function's only row. PostgreSQL code: call inside call_postgres().
 Datum return_single_row(FunctionCallInfo fcinfo, Datum* values, bool* nulls);
+
+// A text datum holding `value` (palloc'd in the current memory context).
+Datum text_datum(std::string_view value);
 
 }  // namespace ratelimit::pg
