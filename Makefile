@@ -39,7 +39,8 @@ PG_OBJS = \
 	src/pg/result_row.o \
 	src/pg/rpc_rate_limits.o \
 	src/pg/spi_statement.o \
-	src/pg/state_engines.o
+	src/pg/state_engines.o \
+	src/pg/subject_hash.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 
 # The install script of the current version is built from sql/install/, the current definitions

@@ -19,7 +19,6 @@
 
 extern "C" {
 #include "utils/array.h"
-#include "utils/resowner.h"
 #include "utils/typcache.h"
 }
 #include "ratelimit/algorithms.hpp"
@@ -56,6 +55,8 @@ LimitCall read_limit(FunctionCallInfo fcinfo) {
         burst = PG_GETARG_INT32(6);
     call.limit = make_limit(algorithm, limit, period, burst);
     require_valid_cost(call.limit, call.cost);
+    if (call.engine == Engine::kMemory)
+        require_memory_limit(call.limit);
     return call;
 }
 
@@ -146,13 +147,17 @@ const char* action_function(Action action) {
     return "ratelimit";
 }
 
+// The engine of a native call; only the table engines need the schema of the calling function.
+StateEngine& native_engine(FunctionCallInfo fcinfo, Engine engine, const char* function_name,
+                           EngineStorage& storage) {
+    const Oid schema = engine == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
+    return state_engine(engine, schema, function_name, storage);
+}
+
 Datum limit_call(FunctionCallInfo fcinfo, Action action) {
     const LimitCall call = read_limit_call(fcinfo);
-    if (call.engine == Engine::kMemory)
-        require_memory_limit(call.limit);
-    const Oid schema = call.engine == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = state_engine(call.engine, schema, action_function(action), storage);
+    StateEngine& engine = native_engine(fcinfo, call.engine, action_function(action), storage);
     const StateKey key{native_space(), call.key};
     const Micros now = now_checked();
     return decision_datum(fcinfo, engine.decide(key, call.limit, now, call.cost, action));
@@ -165,11 +170,8 @@ Datum consume_body(FunctionCallInfo fcinfo) {
 // ratelimit.allow(): consume's decision, as a boolean only.
 Datum allow_body(FunctionCallInfo fcinfo) {
     const LimitCall call = read_limit_call(fcinfo);
-    if (call.engine == Engine::kMemory)
-        require_memory_limit(call.limit);
-    const Oid schema = call.engine == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = state_engine(call.engine, schema, "ratelimit.allow()", storage);
+    StateEngine& engine = native_engine(fcinfo, call.engine, "ratelimit.allow()", storage);
     const Micros now = now_checked();
     return BoolGetDatum(engine
                             .decide(StateKey{native_space(), call.key}, call.limit, now, call.cost,
@@ -182,15 +184,12 @@ Datum allow_body(FunctionCallInfo fcinfo) {
 Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_name) {
     const std::vector<Datum> keys = key_array_argument(fcinfo, 0, "p_key");
     const LimitCall call = read_limit(fcinfo);
-    if (call.engine == Engine::kMemory)
-        require_memory_limit(call.limit);
-    const Oid schema = call.engine == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
     std::vector<StateKey> state_keys;
     state_keys.reserve(keys.size());
     for (const Datum key : keys)
         state_keys.push_back(StateKey{native_space(), key});
     EngineStorage storage;
-    StateEngine& engine = state_engine(call.engine, schema, function_name, storage);
+    StateEngine& engine = native_engine(fcinfo, call.engine, function_name, storage);
     const Micros now = now_checked();
     std::vector<Decision> decisions(keys.size());
     engine.decide_each(state_keys, call.limit, now, call.cost, action, decisions.data());
@@ -227,9 +226,8 @@ Datum refund_body(FunctionCallInfo fcinfo) {
 Datum reset_body(FunctionCallInfo fcinfo) {
     const Datum key = key_argument(fcinfo, 0, "p_key");
     const Engine engine_kind = read_engine(fcinfo, 1);
-    const Oid schema = engine_kind == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = state_engine(engine_kind, schema, "ratelimit.reset()", storage);
+    StateEngine& engine = native_engine(fcinfo, engine_kind, "ratelimit.reset()", storage);
     return BoolGetDatum(engine.reset(StateKey{native_space(), key}));
 }
 
@@ -237,9 +235,8 @@ Datum block_body(FunctionCallInfo fcinfo) {
     const Datum key = key_argument(fcinfo, 0, "p_key");
     const Micros duration = interval_argument(fcinfo, 1, "p_duration");
     const Engine engine_kind = read_engine(fcinfo, 2);
-    const Oid schema = engine_kind == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = state_engine(engine_kind, schema, "ratelimit.block()", storage);
+    StateEngine& engine = native_engine(fcinfo, engine_kind, "ratelimit.block()", storage);
     const StateKey state_key{native_space(), key};
     const Micros now = now_checked();
     return TimestampTzGetDatum(to_timestamptz(engine.block(state_key, now + duration, now)));

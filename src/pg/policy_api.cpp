@@ -19,6 +19,7 @@
 #include "pg/policy_http.hpp"
 #include "pg/spi_statement.hpp"
 #include "pg/state_engines.hpp"
+#include "pg/subject_hash.hpp"
 
 extern "C" {
 #include <sys/socket.h>
@@ -157,21 +158,7 @@ Datum hashed_subject(Datum subject) {
         const int length = static_cast<int>(VARSIZE_ANY_EXHDR(value));
         const char* utf8 = pg_server_to_any(bytes, length, PG_UTF8);
         const int utf8_length = utf8 == bytes ? length : static_cast<int>(strlen(utf8));
-        bytea* input = static_cast<bytea*>(palloc(VARHDRSZ + utf8_length));
-        SET_VARSIZE(input, VARHDRSZ + utf8_length);
-        memcpy(VARDATA(input), utf8, utf8_length);
-        bytea* digest = DatumGetByteaPP(DirectFunctionCall1(sha256_bytea, PointerGetDatum(input)));
-        const auto* hash = reinterpret_cast<const unsigned char*>(VARDATA_ANY(digest));
-        const int hash_length = static_cast<int>(VARSIZE_ANY_EXHDR(digest));
-        text* out = static_cast<text*>(palloc(VARHDRSZ + 2 * hash_length));
-        SET_VARSIZE(out, VARHDRSZ + 2 * hash_length);
-        static const char kHex[] = "0123456789abcdef";
-        char* p = VARDATA(out);
-        for (int i = 0; i < hash_length; ++i) {
-            *p++ = kHex[hash[i] >> 4];
-            *p++ = kHex[hash[i] & 15];
-        }
-        result = PointerGetDatum(out);
+        result = sha256_hex(nullptr, utf8, utf8_length);
     });
     return result;
 }
@@ -496,16 +483,13 @@ Datum check_all_body(FunctionCallInfo fcinfo) {
 Datum decide_policies_body(FunctionCallInfo fcinfo) {
     const std::string_view policy_argument = name_argument(fcinfo, 6, "p_policy_argument");
     const std::string_view key_argument = name_argument(fcinfo, 7, "p_key_argument");
-    ArgumentNames names{std::string(policy_argument.substr(0, 64)),
-                        std::string(key_argument.substr(0, 64)), false};
-    names.scalar = names.policies == "p_policy";
+    // The arrays are read as arrays whatever the names say.
+    const ArgumentNames names{std::string(policy_argument.substr(0, 64)),
+                              std::string(key_argument.substr(0, 64)), false};
     const Oid schema = call_schema(fcinfo);
     const Micros now = now_checked();
     PolicyCall call;
-    // The arrays are read as arrays whatever the names say.
-    ArgumentNames reading = names;
-    reading.scalar = false;
-    const PolicyAnswer answer = decide_call(fcinfo, reading, schema, now, &call);
+    const PolicyAnswer answer = decide_call(fcinfo, names, schema, now, &call);
     return answer_datum(fcinfo, call, answer, now);
 }
 

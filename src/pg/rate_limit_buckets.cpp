@@ -17,6 +17,7 @@
 #include "pg/guard.hpp"
 #include "pg/result_row.hpp"
 #include "pg/spi_statement.hpp"
+#include "pg/subject_hash.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy.hpp"
 #include "ratelimit/second_buckets.hpp"
@@ -259,22 +260,8 @@ Datum check_rate_limit_buckets(FunctionCallInfo fcinfo) {
 Datum hashed_key(const char* prefix, Datum value) {
     Datum key = 0;
     call_postgres([&] {
-        bytea* digest = DatumGetByteaPP(DirectFunctionCall1(sha256_bytea, value));
-        const auto* bytes = reinterpret_cast<const unsigned char*>(VARDATA_ANY(digest));
-        std::size_t prefix_len = strlen(prefix);
-        std::size_t len = prefix_len + 1 + 2 * VARSIZE_ANY_EXHDR(digest);
-        text* out = static_cast<text*>(palloc(VARHDRSZ + len));
-        SET_VARSIZE(out, VARHDRSZ + len);
-        char* p = VARDATA(out);
-        memcpy(p, prefix, prefix_len);
-        p[prefix_len] = ':';
-        p += prefix_len + 1;
-        static const char kHex[] = "0123456789abcdef";
-        for (std::size_t i = 0; i < VARSIZE_ANY_EXHDR(digest); ++i) {
-            *p++ = kHex[bytes[i] >> 4];
-            *p++ = kHex[bytes[i] & 15];
-        }
-        key = PointerGetDatum(out);
+        const text* t = DatumGetTextPP(value);
+        key = sha256_hex(prefix, VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t)));
     });
     return key;
 }
