@@ -17,9 +17,7 @@ CREATE TABLE bench.populated (
     PRIMARY KEY (side, engine, key)
 );
 
--- Commits every 5000 keys: the extension serializes the creation of a key's row with an
--- advisory lock held until the commit, and the shared lock table has room for a few tens of
--- thousands of locks, not 100,000.
+-- Commits every 5000 keys, so that populating keeps its transactions short.
 CREATE PROCEDURE bench.populate(
     p_side text,        -- extension or plpgsql
     p_algorithm text,

@@ -48,9 +48,7 @@ RETURN EXISTS (SELECT FROM pg_attribute
 -- steady state of a limiter that sees the same subjects again and again. Side 'native':
 -- consume on the keys 'native:<policy>:<subject>' of the engine's three policies, with their
 -- settings; side 'policy': check_all over the three policies. Every call must be allowed.
--- Commits every 5000 subjects: the table engines serialize the creation of a key's row with an
--- advisory lock held until the commit, and the shared lock table has room for tens of
--- thousands, not 100,000.
+-- Commits every 5000 subjects, so that populating keeps its transactions short.
 CREATE PROCEDURE bench.populate(p_side text, p_engine text, p_prefix text, p_subjects integer)
 LANGUAGE plpgsql
 AS $$

@@ -10,7 +10,7 @@ extern "C" {
 #include "catalog/index.h"
 #include "executor/executor.h"
 #include "nodes/pg_list.h"
-#include "storage/lock.h"
+#include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/fmgroids.h"
@@ -37,10 +37,6 @@ enum Column {
 
 constexpr Oid kColumnTypes[kColumnCount] = {TEXTOID,      INT2OID, INT8OID, INT8OID, INT8OID,
                                             INT8ARRAYOID, INT8OID, INT8OID, TEXTOID};
-
-// First key of the two-part advisory locks taken when a key's row is created ("RLKS"), so
-// they stay apart from an application's own advisory locks.
-constexpr std::int32_t kKeyStateLockClass = 0x524C4B53;
 
 const char* table_name(Engine engine) {
     return engine == Engine::kUnlogged ? "key_state_unlogged" : "key_state";
@@ -103,10 +99,8 @@ void fill_row(TupleDesc desc, HeapTuple tuple, StoredKeyRow* row) {
     }
 }
 
-// One look-up of the key through the primary key, with a snapshot taken now. With `row`, the
-// version found is read into it.
-bool find_row(const KeyStateTable& table, const StateKey& key, ItemPointer tid, StoredKeyRow* row) {
-    ScanKeyData scan_keys[2];
+// The primary key's scan keys for `key`; returns how many (two, or one on a table before 0.6.0).
+int primary_key_scan_keys(const KeyStateTable& table, const StateKey& key, ScanKeyData* scan_keys) {
     int count = 0;
     if (table.has_policy) {
         ScanKeyEntryInitialize(&scan_keys[count], 0, kPolicy + 1, BTEqualStrategyNumber, InvalidOid,
@@ -115,7 +109,67 @@ bool find_row(const KeyStateTable& table, const StateKey& key, ItemPointer tid, 
     }
     ScanKeyEntryInitialize(&scan_keys[count], 0, kKey + 1, BTEqualStrategyNumber, InvalidOid,
                            table.primary_key->rd_indcollation[count], F_TEXTEQ, key.key);
-    ++count;
+    return count + 1;
+}
+
+// Whether another version of the key stands in the way of inserting its first row, looked up
+// with a dirty snapshot (committed and in-progress versions both count), as INSERT ... ON
+// CONFLICT's arbiter check does. `own` is our own speculative version, skipped.
+//  - kWaitAlways: a version whose transaction is still in progress is waited for, then the key
+//    is looked up again; the answer is a committed (or our own) version, or none.
+//  - kAfterInsert, once our version is in: an in-progress version is waited for only when it is
+//    speculative and ours began first (our transaction id precedes its), else it is a conflict
+//    at once. Two first calls that meet therefore never both back off forever: the younger one
+//    gives way to the older's insertion.
+enum class ConflictWait { kWaitAlways, kAfterInsert };
+
+bool key_conflict(const KeyStateTable& table, const StateKey& key, ItemPointer own,
+                  ConflictWait wait) {
+    for (;;) {
+        ScanKeyData scan_keys[2];
+        const int count = primary_key_scan_keys(table, key, scan_keys);
+        SnapshotData dirty;
+        InitDirtySnapshot(dirty);
+        // A dirty snapshot is not an MVCC one, so the scan takes no SSI predicate lock either.
+        SysScanDesc scan = systable_beginscan(table.heap, RelationGetRelid(table.primary_key), true,
+                                              &dirty, count, scan_keys);
+        HeapTuple tuple;
+        bool conflict = false;
+        TransactionId xwait = InvalidTransactionId;
+        std::uint32_t token = 0;
+        ItemPointerData other;
+        while (HeapTupleIsValid(tuple = systable_getnext(scan))) {
+            if (own != nullptr && ItemPointerEquals(&tuple->t_self, own))
+                continue;
+            const TransactionId in_progress =
+                TransactionIdIsValid(dirty.xmin) ? dirty.xmin : dirty.xmax;
+            if (TransactionIdIsValid(in_progress) &&
+                (wait == ConflictWait::kWaitAlways ||
+                 (dirty.speculativeToken != 0 &&
+                  TransactionIdPrecedes(GetCurrentTransactionId(), in_progress)))) {
+                xwait = in_progress;
+                token = dirty.speculativeToken;
+                other = tuple->t_self;
+            } else {
+                conflict = true;
+            }
+            break;
+        }
+        systable_endscan(scan);
+        if (!TransactionIdIsValid(xwait))
+            return conflict;
+        if (token != 0)
+            SpeculativeInsertionWait(xwait, token);
+        else
+            XactLockTableWait(xwait, table.heap, &other, XLTW_InsertIndex);
+    }
+}
+
+// One look-up of the key through the primary key, with a snapshot taken now. With `row`, the
+// version found is read into it.
+bool find_row(const KeyStateTable& table, const StateKey& key, ItemPointer tid, StoredKeyRow* row) {
+    ScanKeyData scan_keys[2];
+    const int count = primary_key_scan_keys(table, key, scan_keys);
     // SnapshotAny takes no SSI predicate lock (see the concurrency rules); the visibility test
     // against the fresh snapshot then keeps the one version it would have returned.
     Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
@@ -135,21 +189,6 @@ bool find_row(const KeyStateTable& table, const StateKey& key, ItemPointer tid, 
     systable_endscan(scan);
     UnregisterSnapshot(snapshot);
     return found;
-}
-
-void lock_key_for_insert(const StateKey& key) {
-    text* key_text = DatumGetTextPP(key.key);
-    text* space_text = DatumGetTextPP(key.space);
-    uint32 hash = hash_bytes(reinterpret_cast<const unsigned char*>(VARDATA_ANY(key_text)),
-                             static_cast<int>(VARSIZE_ANY_EXHDR(key_text)));
-    if (VARSIZE_ANY_EXHDR(space_text) > 0) {
-        hash = hash_combine(
-            hash, hash_bytes(reinterpret_cast<const unsigned char*>(VARDATA_ANY(space_text)),
-                             static_cast<int>(VARSIZE_ANY_EXHDR(space_text))));
-    }
-    LOCKTAG tag;
-    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, static_cast<uint32>(kKeyStateLockClass), hash, 2);
-    (void)LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 HeapTuple form_row(const KeyStateTable& table, const StateKey& key, const StoredKeyRow& row) {
@@ -229,8 +268,12 @@ void open_other_indexes(KeyStateTable* table) {
 enum class IndexUpdate { kNone, kAll, kSummarizing };
 
 // Adds the entries of the new version `tuple` to every index, as ExecInsertIndexTuples does:
-// partial indexes by their predicate, expression indexes by evaluating it.
-void insert_index_entries(const KeyStateTable& table, HeapTuple tuple, IndexUpdate update) {
+// partial indexes by their predicate, expression indexes by evaluating it. The primary key's
+// entry gets `primary_key_check`; the answer of that check is returned (false only for
+// UNIQUE_CHECK_PARTIAL when the key may already have another version).
+bool insert_index_entries(const KeyStateTable& table, HeapTuple tuple, IndexUpdate update,
+                          IndexUniqueCheck primary_key_check) {
+    bool unique = true;
     EState* estate = CreateExecutorState();
     TupleTableSlot* slot = MakeSingleTupleTableSlot(RelationGetDescr(table.heap), &TTSOpsHeapTuple);
     ExecStoreHeapTuple(tuple, slot, false);
@@ -254,13 +297,100 @@ void insert_index_entries(const KeyStateTable& table, HeapTuple tuple, IndexUpda
         Datum values[INDEX_MAX_KEYS];
         bool nulls[INDEX_MAX_KEYS];
         FormIndexDatum(info, slot, estate, values, nulls);
-        index_insert(index, values, nulls, &tuple->t_self, table.heap,
-                     index->rd_index->indisunique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, false,
-                     info);
+        const bool primary = RelationGetRelid(index) == RelationGetRelid(table.primary_key);
+        const IndexUniqueCheck check = primary                        ? primary_key_check
+                                       : index->rd_index->indisunique ? UNIQUE_CHECK_YES
+                                                                      : UNIQUE_CHECK_NO;
+        const bool answer =
+            index_insert(index, values, nulls, &tuple->t_self, table.heap, check, false, info);
+        if (primary)
+            unique = answer;
         ResetExprContext(econtext);
     }
     ExecDropSingleTupleTableSlot(slot);
     FreeExecutorState(estate);
+    return unique;
+}
+
+// The index entries a new version needs (see insert_index_entries).
+bool add_index_entries(const KeyStateTable& table, const StateKey& key, HeapTuple tuple,
+                       IndexUpdate update, IndexUniqueCheck primary_key_check) {
+    if (update == IndexUpdate::kNone)
+        return true;
+    if (table.index_count > 0)
+        return insert_index_entries(table, tuple, update, primary_key_check);
+    if (update != IndexUpdate::kAll)
+        return true;
+    // Only the primary key: its columns are the key itself, no executor state needed.
+    Datum values[2] = {key.space, key.key};
+    bool nulls[2] = {false, false};
+    if (!table.has_policy)
+        values[0] = key.key;
+    return index_insert(table.primary_key, values, nulls, &tuple->t_self, table.heap,
+                        primary_key_check, false, BuildIndexInfo(table.primary_key));
+}
+
+// The key's first row, inserted speculatively as INSERT ... ON CONFLICT DO NOTHING does, so
+// creating a key holds no lock once it is in: a transaction may create any number of keys.
+// The heap version goes in marked with a token, its primary key entry is checked without
+// waiting, and a duplicate found then (a concurrent first call of the same key) kills our
+// version, which nobody else ever saw as live. False when another transaction's row of the
+// key committed first: read and decide again.
+bool insert_row(const KeyStateTable& table, const StateKey& key, HeapTuple tuple,
+                CommandId command) {
+    for (;;) {
+        if (key_conflict(table, key, nullptr, ConflictWait::kWaitAlways))
+            return false;
+        const TransactionId xid = GetCurrentTransactionId();
+        const std::uint32_t token = SpeculativeInsertionLockAcquire(xid);
+        HeapTupleHeaderSetSpeculativeToken(tuple->t_data, token);
+        heap_insert(table.heap, tuple, command, HEAP_INSERT_SPECULATIVE, nullptr);
+        bool alone = add_index_entries(table, key, tuple, IndexUpdate::kAll, UNIQUE_CHECK_PARTIAL);
+        if (!alone)
+            alone = !key_conflict(table, key, &tuple->t_self, ConflictWait::kAfterInsert);
+        if (alone)
+            heap_finish_speculative(table.heap, &tuple->t_self);
+        else
+            heap_abort_speculative(table.heap, &tuple->t_self);
+        SpeculativeInsertionLockRelease(xid);
+        if (alone)
+            return true;
+        // The other first call is either still in progress (the look-up above waits for it) or
+        // committed (then we return false and the caller reads its row).
+    }
+}
+
+// A new version of the row read; false when another transaction changed or deleted it first.
+bool update_row(const KeyStateTable& table, const StateKey& key, const StoredKeyRow& row,
+                HeapTuple tuple, CommandId command) {
+    ItemPointerData tid = row.tid;
+    TM_FailureData failure;
+    LockTupleMode lock_mode;
+#if PG_VERSION_NUM >= 160000
+    TU_UpdateIndexes update_indexes;
+    TM_Result result = heap_update(table.heap, &tid, tuple, command, InvalidSnapshot, true,
+                                   &failure, &lock_mode, &update_indexes);
+#else
+    TM_Result result =
+        heap_update(table.heap, &tid, tuple, command, InvalidSnapshot, true, &failure, &lock_mode);
+#endif
+    if (result == TM_Updated || result == TM_Deleted)
+        return false;
+    if (result != TM_Ok) {
+        elog(ERROR, "ratelimit: unexpected result %d updating a key_state row",
+             static_cast<int>(result));
+    }
+    // Which indexes need an entry for the new version: all of them on a non-HOT update, none on
+    // a HOT one (PostgreSQL decides HOT from the columns of every index).
+#if PG_VERSION_NUM >= 160000
+    const IndexUpdate update = update_indexes == TU_All           ? IndexUpdate::kAll
+                               : update_indexes == TU_Summarizing ? IndexUpdate::kSummarizing
+                                                                  : IndexUpdate::kNone;
+#else
+    const IndexUpdate update = HeapTupleIsHeapOnly(tuple) ? IndexUpdate::kNone : IndexUpdate::kAll;
+#endif
+    (void)add_index_entries(table, key, tuple, update, UNIQUE_CHECK_YES);
+    return true;
 }
 
 }  // namespace
@@ -309,67 +439,21 @@ void close_key_state_table(KeyStateTable* table) {
     table->heap = nullptr;
 }
 
-void read_key_row(const KeyStateTable& table, const StateKey& key, bool create, StoredKeyRow* row) {
+void read_key_row(const KeyStateTable& table, const StateKey& key, StoredKeyRow* row) {
     row->found = false;
     ItemPointerData tid;
-    if (find_row(table, key, &tid, row) || !create)
-        return;
-    // Serialize the key's creation, then look again: a concurrent first call may have inserted
-    // and committed the row while we were not looking.
-    lock_key_for_insert(key);
     (void)find_row(table, key, &tid, row);
 }
 
 bool write_key_row(const KeyStateTable& table, const StateKey& key, const StoredKeyRow& row) {
     HeapTuple tuple = form_row(table, key, row);
     const CommandId command = GetCurrentCommandId(true);
-    // Which indexes need an entry for the new version: all of them on an insert or a non-HOT
-    // update, none on a HOT one (PostgreSQL decides HOT from the columns of every index).
-    IndexUpdate update = IndexUpdate::kAll;
-    if (row.found) {
-        ItemPointerData tid = row.tid;
-        TM_FailureData failure;
-        LockTupleMode lock_mode;
-#if PG_VERSION_NUM >= 160000
-        TU_UpdateIndexes update_indexes;
-        TM_Result result = heap_update(table.heap, &tid, tuple, command, InvalidSnapshot, true,
-                                       &failure, &lock_mode, &update_indexes);
-#else
-        TM_Result result = heap_update(table.heap, &tid, tuple, command, InvalidSnapshot, true,
-                                       &failure, &lock_mode);
-#endif
-        if (result == TM_Updated || result == TM_Deleted) {
-            heap_freetuple(tuple);
-            return false;
-        }
-        if (result != TM_Ok) {
-            elog(ERROR, "ratelimit: unexpected result %d updating a key_state row",
-                 static_cast<int>(result));
-        }
-#if PG_VERSION_NUM >= 160000
-        update = update_indexes == TU_All           ? IndexUpdate::kAll
-                 : update_indexes == TU_Summarizing ? IndexUpdate::kSummarizing
-                                                    : IndexUpdate::kNone;
-#else
-        update = HeapTupleIsHeapOnly(tuple) ? IndexUpdate::kNone : IndexUpdate::kAll;
-#endif
-    } else {
-        heap_insert(table.heap, tuple, command, 0, nullptr);
-    }
-    if (update != IndexUpdate::kNone && table.index_count > 0) {
-        insert_index_entries(table, tuple, update);
-    } else if (update == IndexUpdate::kAll) {
-        // Only the primary key: its columns are the key itself, no executor state needed.
-        Datum values[2] = {key.space, key.key};
-        bool nulls[2] = {false, false};
-        if (!table.has_policy)
-            values[0] = key.key;
-        index_insert(table.primary_key, values, nulls, &tuple->t_self, table.heap, UNIQUE_CHECK_YES,
-                     false, BuildIndexInfo(table.primary_key));
-    }
+    const bool written = row.found ? update_row(table, key, row, tuple, command)
+                                   : insert_row(table, key, tuple, command);
     heap_freetuple(tuple);
-    CommandCounterIncrement();
-    return true;
+    if (written)
+        CommandCounterIncrement();
+    return written;
 }
 
 bool delete_key_row(const KeyStateTable& table, const StoredKeyRow& row) {

@@ -10,8 +10,9 @@
 //    the latest state, and later writers wait for its transaction: decisions on one key are
 //    serialized and none is lost, under any isolation level. No row lock is taken first, so
 //    one decision costs one row write (and, for the logged table, one WAL record).
-//  - A key with no row is created under a transaction-scoped advisory lock on the key's hash,
-//    taken before reading again, so two first calls cannot both insert it.
+//  - A key with no row is created by speculative insertion, as INSERT ... ON CONFLICT does: when
+//    two first calls meet, one row goes in and the other call reads it and decides again. No
+//    lock is held for a created key, so one transaction can create any number of keys.
 //  - A row is identified by (policy, key): the native API's keys have policy '', a policy's
 //    subjects have its name, so no spelling of a key reaches another namespace's counter.
 //  - Cleanup is a plain DELETE: it waits for a writer's transaction and re-checks expires_at on
@@ -85,13 +86,13 @@ void open_key_state_table(Oid schema, Engine engine, bool writing, const char* f
 
 void close_key_state_table(KeyStateTable* table);
 
-// Reads the key's latest committed row (row->found says whether there is one). With `create`,
-// when there is no row the key's advisory lock is held on return, so the caller may insert it.
-void read_key_row(const KeyStateTable& table, const StateKey& key, bool create, StoredKeyRow* row);
+// Reads the key's latest committed row (row->found says whether there is one).
+void read_key_row(const KeyStateTable& table, const StateKey& key, StoredKeyRow* row);
 
 // Inserts the row (row.found == false) or updates the version read, then makes it visible to
 // the rest of the transaction. False when the version read was changed or deleted by another
-// transaction meanwhile: read and decide again.
+// transaction meanwhile, or when another transaction created the key first: read and decide
+// again.
 bool write_key_row(const KeyStateTable& table, const StateKey& key, const StoredKeyRow& row);
 
 // Deletes the version read; false as for write_key_row.

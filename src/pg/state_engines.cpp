@@ -76,7 +76,7 @@ Decision decide_row(const KeyStateTable& table, const StateKey& key, const Limit
     Decision decision;
     for (bool written = false; !written;) {
         StoredKeyRow row;
-        call_postgres([&] { read_key_row(table, key, writing, &row); });
+        call_postgres([&] { read_key_row(table, key, &row); });
         KeyState state = state_of(row);
         if (before != nullptr) {
             KeyState unchanged = state;
@@ -281,7 +281,7 @@ Micros TableStateEngine::block(const StateKey& key, Micros until, Micros /*now*/
     Micros blocked_until = 0;
     for (bool written = false; !written;) {
         StoredKeyRow row;
-        call_postgres([&] { read_key_row(table, key, true, &row); });
+        call_postgres([&] { read_key_row(table, key, &row); });
         KeyState state = state_of(row);
         block_until(state, until);
         blocked_until = state.blocked_until;
@@ -299,7 +299,7 @@ bool TableStateEngine::reset(const StateKey& key) {
     call_postgres([&] {
         for (;;) {
             StoredKeyRow row;
-            read_key_row(table, key, false, &row);
+            read_key_row(table, key, &row);
             existed = row.found;
             if (!row.found || delete_key_row(table, row))
                 break;
