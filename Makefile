@@ -15,8 +15,10 @@ CORE_OBJS = \
 	src/core/identity.o \
 	src/core/key_hash.o \
 	src/core/memory_store.o \
+	src/core/metrics_text.o \
 	src/core/offender_table.o \
 	src/core/policy.o \
+	src/core/request_routes.o \
 	src/core/second_buckets.o \
 	src/core/validation.o
 PG_OBJS = \
@@ -27,13 +29,16 @@ PG_OBJS = \
 	src/pg/jwt_caller.o \
 	src/pg/key_state_table.o \
 	src/pg/memory_engine.o \
+	src/pg/memory_stats_api.o \
 	src/pg/memory_worker.o \
+	src/pg/metrics.o \
 	src/pg/module.o \
 	src/pg/native_api.o \
 	src/pg/policy_api.o \
 	src/pg/policy_cache.o \
 	src/pg/policy_counters.o \
 	src/pg/policy_http.o \
+	src/pg/pre_request.o \
 	src/pg/rate_limit_buckets.o \
 	src/pg/rate_limits.o \
 	src/pg/result_row.o \
@@ -61,6 +66,7 @@ INSTALL_SOURCES = \
 	sql/install/observability.sql \
 	sql/install/presets.sql \
 	sql/install/cleanup.sql \
+	sql/install/postgrest.sql \
 	sql/install/privileges.sql
 DATA = sql/$(EXTENSION)--0.1.0.sql $(wildcard sql/$(EXTENSION)--*--*.sql)
 DATA_built = build/$(EXTENSION)--$(EXTVERSION).sql

@@ -3,7 +3,9 @@
 # per call) on the memory, unlogged and table engines, next to the single calls it replaces on
 # the memory engine (consume as a row, consume as one column, allow; hot key and 100k keys),
 # the SELECT 1 floor, and Redis running the usual fixed-window limiter (INCR + EXPIRE in Lua)
-# pipelined 100 and 1,000 deep. One PostgreSQL server, one Redis server, one pass, 8 clients.
+# pipelined 100 and 1,000 deep, each case right after a SELECT 1 floor of its own. One
+# PostgreSQL server, one Redis server, one pass, 8 clients.
+# Then the in-server cost of a decision: one consume_many of 10,000 keys timed inside the server.
 #
 # Run as root from the repository root:  bash bench/batch.sh
 #   BENCH_SECONDS         measured seconds per case (default 5; 2 with QUICK)
@@ -51,6 +53,11 @@ jobs=2
 # TCP to 127.0.0.1 for PostgreSQL (pgbench -h) as for Redis (redis-benchmark's default), as in
 # bench/memory.sh: both pay the same kind of round trip.
 pg_host=127.0.0.1
+# Every statement is planned once, as an application's prepared statement is. Left to choose,
+# the server would plan many.sql again at every call: with n known, a fresh plan of the
+# statement that builds the keys looks cheaper than the generic one, and the planning would cost
+# more than a hundred decisions. The other statements get their generic plan either way.
+pg_options="-c plan_cache_mode=force_generic_plan"
 
 # Every call is allowed (10^9 per hour, fixed_window), so every decision counts and the counts
 # can be checked. The window is aligned on the hour; the pass waits for the next hour when it
@@ -87,18 +94,22 @@ key_prefix() {
     if [ "$1" = hot ]; then echo hot; else echo k; fi
 }
 
-case_count=$((2 + ${#single_forms[@]} * ${#keysets[@]}))
+case_count=$((${#single_forms[@]} * ${#keysets[@]}))
 for engine in "${batch_engines[@]}"; do
     for n in $(batch_sizes "$engine"); do
         case_count=$((case_count + 1))
     done
 done
 case_count=$((case_count + ${#pipelines[@]}))
+# Each case is measured right after a SELECT 1 floor of its own (floor_measure).
+case_count=$((case_count * 2))
 # About a second per case for the CHECKPOINT, the connections and the checks; about 20 s to
 # populate the keys and start the servers.
 expected=$((case_count * (seconds + warmup_seconds + 1) + 20))
-echo "batch: $case_count cases of ${warmup_seconds}s + ${seconds}s, about $((expected / 60)) min" \
-    "$((expected % 60)) s"
+echo "batch: $case_count cases of ${warmup_seconds}s + ${seconds}s and ${#keysets[@]} in-server" \
+    "timings, about $((expected / 60)) min $((expected % 60)) s"
+# The in-server timings take a second or two each.
+case_count=$((case_count + ${#keysets[@]}))
 
 # --- Redis: a throwaway server, as bench/memory.sh starts it, stopped on exit -------------
 
@@ -199,11 +210,20 @@ measure() {
     pgbench_options=(-n -M prepared -h "$pg_host" -c "$clients" -j "$jobs" -P 1 "$@")
     progress "${name//\// }"
     psql -X -q -d "$database" -c "CHECKPOINT"
-    pgbench_run "${name//\//-}-warmup" "$script" "$warmup_seconds"
+    PGOPTIONS="$pg_options" pgbench_run "${name//\//-}-warmup" "$script" "$warmup_seconds"
     run_calls="$run_transactions"
-    pgbench_run "${name//\//-}" "$script" "$seconds"
+    PGOPTIONS="$pg_options" pgbench_run "${name//\//-}" "$script" "$seconds"
     run_calls=$((run_calls + run_transactions))
     tps[$name]="$run_tps"
+}
+
+# floor_measure NAME: the SELECT 1 floor right before case NAME, as tps[floor/NAME]. The load of
+# a shared machine can move the floor by half within one pass; each case is read against the
+# floor measured next to it.
+floor_names=()
+floor_measure() {
+    measure "floor/$1" select1.sql
+    floor_names+=("floor/$1")
 }
 
 # memory_stats: the memory engine's counters as "allowed denied entries".
@@ -336,9 +356,28 @@ redis_check() {
     counted_names+=("$name")
 }
 
-# --- Measuring ---------------------------------------------------------------------------
+# in_server SET: in_server_rounds consume_many calls of 10,000 keys on the memory engine, each
+# timed inside the server (bench/batch/in_server.sql); sets in_server[SET] to "median lowest"
+# microseconds per decision, and checks that the key set and memory_stats counted every one.
+in_server_rounds=20
+declare -A in_server
+in_server_measure() {
+    local set="$1" before micros
+    case_number=$((case_number + 1))
+    echo "batch: [$case_number/$case_count] in-server $set ($in_server_rounds calls of 10,000 keys)"
+    before="$(memory_stats)"
+    micros="$(psql -X -q -A -t -v ON_ERROR_STOP=1 -d "$database" -v set="$set" \
+        -v rounds="$in_server_rounds" -v limit="$limit" -v period="$period" \
+        -f bench/batch/in_server.sql | sort -g)"
+    if [ "$(wc -l <<<"$micros")" -ne "$in_server_rounds" ]; then
+        echo "batch: in-server $set: expected $in_server_rounds timings, got: $micros" >&2
+        exit 1
+    fi
+    in_server[$set]="$(awk '{ v[NR] = $1 } END { printf "%.3f %.3f", (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2, v[1] }' <<<"$micros")"
+    check "in-server/$set" memory "$set" $((in_server_rounds * 10000)) "$before"
+}
 
-measure floor/start select1.sql
+# --- Measuring ---------------------------------------------------------------------------
 
 # Redis, pipelined: each request of a pipeline is one decision.
 populated="$(redis_cli EVAL "$(lua populate.lua)" 0 "redis:100k:" "$key_total" "$period_seconds")"
@@ -349,6 +388,7 @@ fi
 made[redis/100k]="$key_total"
 for pipeline in "${pipelines[@]}"; do
     name="redis/P$pipeline"
+    floor_measure "$name"
     redis_measure "$name" "$pipeline"
     made[redis/100k]=$((${made[redis/100k]} + run_calls))
     redis_check "$name"
@@ -362,6 +402,7 @@ for engine in "${batch_engines[@]}"; do
         for keys in "${keysets[@]}"; do
             for form in "${single_forms[@]}"; do
                 name="$form/$keys"
+                floor_measure "$name"
                 before="$(memory_stats)"
                 measure "$name" "$form.sql" -D "prefix=$(key_prefix "$keys")" \
                     -D "keys=$(key_count "$keys")" -D "limit=$limit" -D "period=$period"
@@ -371,15 +412,23 @@ for engine in "${batch_engines[@]}"; do
     fi
     for n in $(batch_sizes "$engine"); do
         name="many/$engine/$n"
+        floor_measure "$name"
         before="$(memory_stats)"
         measure "$name" many.sql -D "n=$n" -D "limit=$limit" -D "period=$period" \
             -D "engine=$engine"
         check "$name" "$engine" 100k $((run_calls * n)) "$before"
     done
+    if [ "$engine" = memory ]; then
+        for keys in "${keysets[@]}"; do
+            in_server_measure "$keys"
+        done
+    fi
 done
 
-measure floor/end select1.sql
-tps[select1]="$(awk -v a="${tps[floor/start]}" -v b="${tps[floor/end]}" 'BEGIN { print (a > b ? a : b) }')"
+# The floor row: the median of the floors, and their range.
+floors="$(for name in "${floor_names[@]}"; do echo "${tps[$name]}"; done | sort -g)"
+tps[select1]="$(awk '{ v[NR] = $1 } END { print (v[int((NR + 1) / 2)] + v[int(NR / 2) + 1]) / 2 }' <<<"$floors")"
+floor_range="$(awk 'NR == 1 { low = $1 } { high = $1 } END { printf "%.0f to %.0f", low, high }' <<<"$floors")"
 
 # --- The results ----------------------------------------------------------------------
 
@@ -395,37 +444,38 @@ form_label() {
     esac
 }
 
-# row LABEL ENGINE KEYS PER_CALL CALLS_PER_S DECISIONS_PER_S
+# row LABEL ENGINE KEYS PER_CALL CALLS_PER_S DECISIONS_PER_S FLOOR_CALLS_PER_S
 row() {
     local calls="—"
     if [ -n "$5" ]; then
         calls="$(printf '%.0f' "$5")"
     fi
-    printf '| %s | %s | %s | %s | %s | %.0f | %s |\n' "$1" "$2" "$3" "$4" "$calls" "$6" \
-        "$(ratio "$6" "${tps[select1]}" 3)"
+    printf '| %s | %s | %s | %s | %s | %.0f | %.0f | %s |\n' "$1" "$2" "$3" "$4" "$calls" "$6" \
+        "$7" "$(ratio "$6" "$7" 3)"
 }
 
 table="$(
-    echo "| call | engine | keys | decisions per call | calls/s | decisions/s | x floor |"
-    echo "|---|---|---|---:|---:|---:|---:|"
-    row "\`SELECT 1\` (floor)" — — — "${tps[select1]}" "${tps[select1]}"
+    echo "| call | engine | keys | decisions per call | calls/s | decisions/s | floor calls/s | x floor |"
+    echo "|---|---|---|---:|---:|---:|---:|---:|"
+    row "\`SELECT 1\` (floor, median)" — — — "${tps[select1]}" "${tps[select1]}" "${tps[select1]}"
     for keys in "${keysets[@]}"; do
         for form in "${single_forms[@]}"; do
             name="$form/$keys"
-            row "$(form_label "$form")" memory "$(keys_label "$keys")" 1 "${tps[$name]}" "${tps[$name]}"
+            row "$(form_label "$form")" memory "$(keys_label "$keys")" 1 "${tps[$name]}" \
+                "${tps[$name]}" "${tps[floor/$name]}"
         done
     done
     for engine in "${batch_engines[@]}"; do
         for n in $(batch_sizes "$engine"); do
             name="many/$engine/$n"
             row "\`ratelimit.consume_many(...)\`" "$engine" "$n of 100k" "$n" "${tps[$name]}" \
-                "$(awk -v t="${tps[$name]}" -v n="$n" 'BEGIN { print t * n }')"
+                "$(awk -v t="${tps[$name]}" -v n="$n" 'BEGIN { print t * n }')" "${tps[floor/$name]}"
         done
     done
     for pipeline in "${pipelines[@]}"; do
+        name="redis/P$pipeline"
         row "Redis INCR+EXPIRE (EVAL), pipeline $pipeline" Redis "100k keys" \
-            "1 ($pipeline a round trip)" "" \
-            "${tps[redis/P$pipeline]}"
+            "1 ($pipeline a round trip)" "" "${tps[$name]}" "${tps[floor/$name]}"
     done
 )"
 
@@ -436,8 +486,18 @@ table="$table
 
 - **calls/s**: pgbench transactions per second, all $clients clients together (one call per
   transaction). **decisions/s**: calls/s × decisions per call; for Redis, the requests per
-  second redis-benchmark reports, each one decision. **x floor**: decisions/s over the
-  \`SELECT 1\` floor's calls/s; for a single call, the share of the floor's round trips it keeps."
+  second redis-benchmark reports, each one decision. **floor calls/s**: \`SELECT 1\` measured
+  right before the case. **x floor**: decisions/s over that floor's calls/s; for a single call,
+  the share of the floor's round trips it keeps.
+
+| in-server: one \`consume_many\` of 10,000 keys, memory engine | µs per decision, median of $in_server_rounds | lowest |
+|---|---:|---:|
+| hot key (the same key 10,000 times) | ${in_server[hot]% *} | ${in_server[hot]#* } |
+| 100k keys (10,000 distinct keys a call) | ${in_server[100k]% *} | ${in_server[100k]#* } |
+
+- **in-server**: clock_timestamp() around the call alone, inside the server
+  (bench/batch/in_server.sql), divided by its 10,000 decisions: what a decision costs once its
+  statement runs, with no round trip, no parsing and no output."
 
 notes() {
     echo "- Extension: ratelimit $extension_version; server started with" \
@@ -468,8 +528,11 @@ notes() {
         "case the keys' counts must add up to every call made on them (count.lua)"
     echo "- Transport: TCP to 127.0.0.1 for both (pgbench -h 127.0.0.1, redis-benchmark -h" \
         "127.0.0.1), one connection per client; the load generators run on the same CPUs"
-    echo "- Floor: \`SELECT 1\` at the start and at the end of the pass, the higher kept" \
-        "($(printf '%.0f / %.0f' "${tps[floor/start]}" "${tps[floor/end]}") calls/s)"
+    echo "- Planning: every statement is planned once (plan_cache_mode = force_generic_plan, as" \
+        "an application's prepared statement is); left to choose, the server plans many.sql" \
+        "again at every call"
+    echo "- Floor: \`SELECT 1\` right before each case, each case read against its own (the" \
+        "floors ranged from $floor_range calls/s over the pass; their median is the floor row)"
     echo "- Total run time: $run_time (setup, populating and checks included); load average" \
         "(1, 5, 15 min) before the pass: $load_before"
 }

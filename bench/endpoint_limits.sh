@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 bench_init endpoint_limits
+source bench/drop_in_engines.sh
 bench_start
 
 # Every call adds 1 to its window's counter, allowed or not: sum(counter) is the calls made.
@@ -21,6 +22,10 @@ bench_case ext_hot ext_hot.sql rate_limits counter "endpoint = 'bench_ext_hot'"
 bench_case plpgsql_hot plpgsql_hot.sql bench_rate_limits counter "endpoint = 'bench_plpgsql_hot'"
 bench_case ext_10k ext_10k.sql rate_limits counter "endpoint = 'bench_ext_10k'"
 bench_case plpgsql_10k plpgsql_10k.sql bench_rate_limits counter "endpoint = 'bench_plpgsql_10k'"
+engine_case unlogged ext_hot ext_hot.sql "drop-in/rate_limits" '%:bench_ext_hot'
+engine_case unlogged ext_10k ext_10k.sql "drop-in/rate_limits" '%:bench_ext_10k'
+engine_case memory ext_hot ext_hot.sql
+engine_case memory ext_10k ext_10k.sql
 
 table="$(
     bench_table_header
@@ -29,6 +34,10 @@ table="$(
     table_row 'plpgsql reference, hot user' plpgsql_hot
     table_row 'extension `increment_rate_limit`, 10k users' ext_10k plpgsql_10k
     table_row 'plpgsql reference, 10k users' plpgsql_10k
+    engine_row '`increment_rate_limit`, dropin_engine = unlogged, hot user' unlogged ext_hot plpgsql_hot
+    engine_row '`increment_rate_limit`, dropin_engine = memory, hot user' memory ext_hot plpgsql_hot
+    engine_row '`increment_rate_limit`, dropin_engine = unlogged, 10k users' unlogged ext_10k plpgsql_10k
+    engine_row '`increment_rate_limit`, dropin_engine = memory, 10k users' memory ext_10k plpgsql_10k
 )"
 
 notes() {
@@ -44,6 +53,7 @@ notes() {
         "starts new rows)"
     echo "- Hot user: every call updates the same row and holds its lock until its commit" \
         "is flushed, so the calls run one at a time: the rest of the call plus a WAL flush each"
+    engine_notes
 }
 
 bench_finish "Endpoint limits: extension vs plpgsql reference" "" notes \

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Flood benchmark: one caller sends a stream of distinct keys while pgbench measures an
 # unrelated hot key.
-#  - memory engine (ratelimit.memory_capacity = 100,000): FLOOD_KEYS distinct keys (default
-#    10,000,000), sent in server-side batches. Reported: memory_stats before and after and
-#    sampled after every batch (entries never above capacity, evictions, shared_bytes the same
-#    throughout: the memory is bounded); the hot key's average and p99 latency quiet, next to
+#  - memory engine (ratelimit.memory_capacity = 100,000, ratelimit.memory_when_full = deny, the
+#    default): FLOOD_KEYS distinct keys (default 10,000,000), sent in server-side batches.
+#    Reported: memory_stats before and after and sampled after every batch (entries never above
+#    capacity, evictions, refusals, shared_bytes the same throughout: the memory is bounded);
+#    the live keys kept (keys called once, and spent keys, before the flood, that must still
+#    count after it); the hot key's average and p99 latency quiet, next to
 #    one busy backend that makes no decision (the control) and under the flood, and their
 #    ratios (target <= 2x, reported, not asserted); whether the hot key was ever evicted: its
 #    remaining must fall by exactly one per call through the flood.
@@ -189,7 +191,7 @@ flood_sql() {
     local engine="$1" prefix="$2" keys="$3" from to probe size="$table_batch"
     case "$engine" in
         memory)
-            probe="entries, shared_bytes, evictions, expired FROM ratelimit.memory_stats"
+            probe="entries, shared_bytes, evictions, expired, refusals FROM ratelimit.memory_stats"
             size="$batch"
             ;;
         table) probe="pg_total_relation_size('ratelimit.key_state')" ;;
@@ -285,14 +287,16 @@ latency_header() {
 
 memory_section=""
 if [[ " ${engines[*]} " == *" memory "* ]]; then
-    stats_header="| | entries | capacity | shared_bytes | evictions | expired | allowed | denied |"
-    stats_query="SELECT entries, capacity, shared_bytes, evictions, expired, allowed, denied
+    stats_header="| | entries | capacity | shared_bytes | evictions | expired | allowed | denied | refusals | full partitions |"
+    stats_query="SELECT entries, capacity, shared_bytes, evictions, expired, allowed, denied,
+                        refusals, full_partitions
                  FROM ratelimit.memory_stats"
     stats_row() {
-        local label="$1" e c s ev ex a d
-        read -r e c s ev ex a d <<<"$2"
+        local label="$1" e c s ev ex a d r f
+        read -r e c s ev ex a d r f <<<"$2"
         echo "| $label | $(thousands "$e") | $(thousands "$c") | $(thousands "$s") |" \
-            "$(thousands "$ev") | $(thousands "$ex") | $(thousands "$a") | $(thousands "$d") |"
+            "$(thousands "$ev") | $(thousands "$ex") | $(thousands "$a") | $(thousands "$d") |" \
+            "$(thousands "$r") | $f |"
     }
     stats_before="$(q "$stats_query")"
 
@@ -304,6 +308,11 @@ if [[ " ${engines[*]} " == *" memory "* ]]; then
     idle_allowed="$(q "SELECT count(*) FROM generate_series(1, $idle_keys) AS g,
         LATERAL ratelimit.consume('idle:' || g, 10, '1 hour', 1, p_algorithm => 'rolling_window',
                                   p_engine => 'memory') AS d WHERE d.allowed")"
+    # Spent keys: three calls of three, then a fourth, denied; each must stay denied.
+    spent_keys=1000
+    spent_denied="$(q "SELECT count(*) FILTER (WHERE NOT (d).allowed) FROM generate_series(1, $spent_keys) AS g,
+        LATERAL (SELECT ratelimit.consume('spent:' || g, 3, '1 hour', 1, 'rolling_window', 'memory') AS d
+                 FROM generate_series(1, 4)) AS c")"
 
     echo "flood: memory-busy: the control, one backend busy for ${baseline_seconds}s without decisions"
     alongside memory-busy memory psql -X -q -v ON_ERROR_STOP=1 -d "$database" \
@@ -318,6 +327,12 @@ if [[ " ${engines[*]} " == *" memory "* ]]; then
     idle_kept="$(q "SELECT count(*) FROM generate_series(1, $idle_keys) AS g,
         LATERAL ratelimit.peek('idle:' || g, 10, '1 hour', 1, p_algorithm => 'rolling_window',
                                p_engine => 'memory') AS p WHERE p.remaining = 9")"
+    spent_kept="$(q "SELECT count(*) FROM generate_series(1, $spent_keys) AS g,
+        LATERAL ratelimit.peek('spent:' || g, 3, '1 hour', 1, 'rolling_window', 'memory') AS p
+        WHERE NOT p.allowed")"
+    live_kept=$((idle_kept + spent_kept))
+    live_keys=$((idle_keys + spent_keys))
+    echo "flood: live keys kept: $live_kept of $live_keys ($idle_kept of $idle_keys called once, $spent_kept of $spent_keys spent)"
     flood_stats="$(latency 'memory-flood-hot-*' "$alongside_from" "$alongside_to")"
     memory_flood_seconds="$flood_seconds"
     memory_flood_allowed="$flood_allowed"
@@ -331,6 +346,10 @@ if [[ " ${engines[*]} " == *" memory "* ]]; then
             if ($5 > max) max = $5
             if (!($6 in seen)) { seen[$6] = 1; values = values (values == "" ? "" : ",") $6 }
         } END { print max + 0, values }' "$logs/memory-flood.out")"
+    read -r _ _ _ _ _ _ _ refusals_before _ <<<"$stats_before"
+    read -r _ _ _ evictions_after _ _ _ refusals_after _ <<<"$stats_after"
+    flood_refusals=$((refusals_after - refusals_before))
+    echo "flood: refusals during the flood: $flood_refusals; live evictions: $evictions_after"
     probes="$(grep -c '^probe' "$logs/memory-flood.out")"
     shared_list=""
     IFS=',' read -ra shared_array <<<"$shared_values"
@@ -363,7 +382,7 @@ ${memory_flood_seconds}s ($(thousands "$flood_rate") keys/s while the hot key ra
 $(thousands "$memory_flood_allowed") first calls allowed.
 
 $stats_header
-|---|---:|---:|---:|---:|---:|---:|---:|
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|
 $(stats_row "before the pass" "$stats_before")
 $(stats_row "after the flood" "$stats_after")
 
@@ -371,10 +390,14 @@ $(stats_row "after the flood" "$stats_after")
   $(thousands "$max_entries") entries ever (capacity $(thousands "$capacity")), and shared_bytes
   was $shared_list every time (the store is one fixed shared-memory segment sized at start).
 - **Hot key evicted?** $evicted.
-- **Idle keys**: $(thousands "$idle_allowed") keys called once just before the flood (rolling window of an
-  hour, so only an eviction forgets the call): $(thousands "$idle_kept") still tracked after it. Eviction is
-  least recently used: a key not called while the flood churns through its partition is
-  forgotten and its next call starts afresh.
+- **Live keys kept**: $(thousands "$live_kept") of $(thousands "$live_keys"): $(thousands "$idle_kept") of the
+  $(thousands "$idle_allowed") keys called once just before the flood (rolling window of an hour, so only an
+  eviction could forget the call) still tracked after it, and $(thousands "$spent_kept") of the
+  $(thousands "$spent_denied") keys spent before it (three calls of three, a fourth denied) still denied.
+  Nothing that counts is forgotten: once the store is full, new keys are refused
+  (\`ratelimit.memory_when_full = deny\`, the default) until keys expire.
+- **Refusals**: $(thousands "$flood_refusals") new keys refused for lack of room during the flood, $(thousands "$evictions_after") live
+  keys evicted (memory_stats).
 - **Latency target** (flood / quiet <= 2×, reported, not asserted): $target. Ratios are to the
   lower of the two quiet runs (before the control and after the flood), metric by metric. On
   a shared 2-core VM the p99 of two quiet runs can differ several-fold (compare the two quiet
@@ -520,7 +543,8 @@ load_after="$(cut -d ' ' -f 1-3 /proc/loadavg)"
     echo "- nproc: $(nproc): the flood's backend, the hot key's 4 backends and pgbench share them"
     echo "- Command: \`$command\` (total run time $run_time)"
     echo "- Server: shared_preload_libraries = 'ratelimit', ratelimit.memory_capacity =" \
-        "$capacity, shared_buffers = 512MB, max_wal_size = 4GB, fsync and synchronous_commit" \
+        "$capacity (ratelimit.memory_when_full = deny, the default), shared_buffers = 512MB," \
+        "max_wal_size = 4GB, fsync and synchronous_commit" \
         "on (their defaults); the flood's session sets jit = off"
     echo "- Hot key: \`pgbench -n -M prepared -c $hot_clients -j $hot_jobs -T <s> -l" \
         "-D engine=<engine> -f bench/flood/hot.sql\` over the Unix socket:" \
@@ -539,8 +563,8 @@ load_after="$(cut -d ' ' -f 1-3 /proc/loadavg)"
         "for ${baseline_seconds}s: what any busy backend costs the hot key on 2 CPUs, apart" \
         "from the engine"
     echo "- Flood keys: \`$flood_limit\` per \`$flood_period\`, fixed window: each key's first" \
-        "call is allowed, and its state expires at the end of its minute (the memory engine" \
-        "then frees it before evicting anything that still counts)"
+        "call is allowed while there is room, and its state expires at the end of its minute" \
+        "(the memory engine then reclaims its slot; until then a full store refuses new keys)"
     echo "- **Noisy machine**: other work may run on this 2-core VM (load average" \
         "$load_before before the pass, $load_after after, the pass's own load included):" \
         "latencies move by tens of percent between runs; compare the rows of one run"

@@ -2,7 +2,9 @@
 # Benchmark for the orphaned-user cleanup's sliding-window limits: transactions per second of
 # the extension's check_rate_limit(p_key, p_limit, p_window_seconds, p_cost) against a plpgsql
 # reference of the original algorithm made exact (per-key advisory lock), with pgbench, on a hot
-# key and over 10k keys, next to the SELECT 1 floor.
+# key and over 10k keys, next to the SELECT 1 floor; and the same calls with
+# ratelimit.dropin_engine = unlogged and memory (the counts in the engines instead of
+# rate_limit_buckets).
 #
 # Run as root from the repository root:  BENCH_SECONDS=15 bash bench/sliding_window_limits.sh
 # (see bench/lib.sh for the settings). Prints a markdown table and writes it to
@@ -13,6 +15,7 @@ cd "$(dirname "$0")/.."
 source bench/lib.sh
 
 bench_init sliding_window_limits
+source bench/drop_in_engines.sh
 bench_start
 
 # Only allowed calls are recorded; with a limit of 100000000 every call is allowed, so
@@ -22,6 +25,12 @@ bench_case ext_hot ext_hot.sql rate_limit_buckets count "key = 'bench_ext_hot'"
 bench_case plpgsql_hot plpgsql_hot.sql bench_rate_limit_buckets count "key = 'bench_plpgsql_hot'"
 bench_case ext_10k ext_10k.sql rate_limit_buckets count "key LIKE 'bench\_ext\_10k:%'"
 bench_case plpgsql_10k plpgsql_10k.sql bench_rate_limit_buckets count "key LIKE 'bench\_plpgsql\_10k:%'"
+# On an engine a key is a sliding_window log of (instant, units) pairs: its calls are the units.
+log_units="(SELECT sum(v) FROM unnest(log) WITH ORDINALITY AS l(v, i) WHERE i % 2 = 0)"
+engine_case unlogged ext_hot ext_hot.sql "drop-in/rate_limit_buckets" 'bench_ext_hot' "$log_units"
+engine_case unlogged ext_10k ext_10k.sql "drop-in/rate_limit_buckets" 'bench\_ext\_10k:%' "$log_units"
+engine_case memory ext_hot ext_hot.sql
+engine_case memory ext_10k ext_10k.sql
 
 table="$(
     bench_table_header
@@ -30,6 +39,10 @@ table="$(
     table_row 'plpgsql reference, hot key' plpgsql_hot
     table_row 'extension `check_rate_limit` (4 arguments), 10k keys' ext_10k plpgsql_10k
     table_row 'plpgsql reference, 10k keys' plpgsql_10k
+    engine_row '`check_rate_limit`, dropin_engine = unlogged, hot key' unlogged ext_hot plpgsql_hot
+    engine_row '`check_rate_limit`, dropin_engine = memory, hot key' memory ext_hot plpgsql_hot
+    engine_row '`check_rate_limit`, dropin_engine = unlogged, 10k keys' unlogged ext_10k plpgsql_10k
+    engine_row '`check_rate_limit`, dropin_engine = memory, 10k keys' memory ext_10k plpgsql_10k
 )"
 
 notes() {
@@ -50,6 +63,7 @@ notes() {
         "current second's row, holding both until the commit is flushed, so they run one at a" \
         "time: the rest of the call plus a WAL flush each"
     echo "- 10k keys: most calls insert a new bucket row (a key sees about one call a second)"
+    engine_notes
 }
 
 bench_finish "Sliding-window limits: extension vs plpgsql reference" "" notes \

@@ -19,6 +19,9 @@ packages=(
     redis-server
     redis-tools
     pgbouncer
+    prometheus
+    prometheus-postgres-exporter
+    curl
     nodejs
     npm
 )

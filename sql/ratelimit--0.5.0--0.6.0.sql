@@ -436,6 +436,213 @@ LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
 AS 'MODULE_PATHNAME', 'ratelimit_check_many';
 
 ------------------------------------------------------------------------------------------------
+-- The memory engine never forgets a key that still counts: memory_stats gains the refusals,
+-- full partitions and sliding_window log blocks (new columns: the function and its view are
+-- made again), and memory_stats_by_database reports each database's share of the store.
+------------------------------------------------------------------------------------------------
+
+DROP VIEW ratelimit.memory_stats;
+DROP FUNCTION ratelimit.memory_stats();
+
+CREATE FUNCTION ratelimit.memory_stats(
+    OUT entries bigint,
+    OUT capacity bigint,
+    OUT shared_bytes bigint,
+    OUT evictions bigint,
+    OUT expired bigint,
+    OUT allowed bigint,
+    OUT denied bigint,
+    OUT refusals bigint,
+    OUT full_partitions bigint,
+    OUT log_blocks bigint,
+    OUT log_blocks_used bigint)
+RETURNS record
+LANGUAGE c VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_memory_store_stats';
+
+CREATE VIEW ratelimit.memory_stats AS
+    SELECT * FROM ratelimit.memory_stats();
+
+CREATE FUNCTION ratelimit.memory_stats_by_database(
+    OUT database name,
+    OUT database_oid oid,
+    OUT entries bigint,
+    OUT share_limit bigint,
+    OUT refusals bigint,
+    OUT evictions bigint)
+RETURNS SETOF record
+LANGUAGE c VOLATILE PARALLEL SAFE ROWS 4
+AS 'MODULE_PATHNAME', 'ratelimit_memory_stats_by_database';
+
+------------------------------------------------------------------------------------------------
+-- Metrics: policy_stats gains near_limit and denials_not_logged (new columns: the function and
+-- its view are made again), and metrics() writes the counters in the Prometheus text format.
+------------------------------------------------------------------------------------------------
+
+DROP VIEW ratelimit.policy_stats;
+DROP FUNCTION ratelimit.policy_stats();
+
+CREATE FUNCTION ratelimit.policy_stats()
+RETURNS TABLE(policy text, allowed bigint, denied bigint, shadow_denied bigint, since timestamptz,
+              near_limit bigint, denials_not_logged bigint)
+LANGUAGE c VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_policy_stats';
+
+CREATE VIEW ratelimit.policy_stats AS
+    SELECT * FROM ratelimit.policy_stats();
+
+CREATE FUNCTION ratelimit.metrics()
+RETURNS text
+LANGUAGE c VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_metrics';
+
+------------------------------------------------------------------------------------------------
+-- The IETF RateLimit headers in full: a policy's quota unit (qu), and the secret of the
+-- partition keys (pk), random per database.
+------------------------------------------------------------------------------------------------
+
+ALTER TABLE ratelimit.policies ADD COLUMN quota_unit text;
+
+CREATE OR REPLACE FUNCTION ratelimit.policies_validate()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM ratelimit.validate_limit(NEW."limit", NEW.period, NEW.algorithm, NEW.engine,
+                                     NEW.burst);
+    -- An sf-token, as the header carries it.
+    IF NEW.quota_unit IS NOT NULL
+       AND NEW.quota_unit !~ '^[A-Za-z*][A-Za-z0-9!#$%&''*+.^_`|~:/-]{0,62}$' THEN
+        RAISE EXCEPTION 'quota_unit must be requests, content-bytes, concurrent-requests or another token (a letter or *, then letters, digits or !#$&''*+-.^_`|~:/, at most 63 characters) (got "%")',
+            left(NEW.quota_unit, 64)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN NEW;
+EXCEPTION
+    WHEN invalid_parameter_value OR null_value_not_allowed THEN
+        RAISE EXCEPTION 'policy "%": %', NEW.name, SQLERRM USING ERRCODE = SQLSTATE;
+END
+$$;
+
+CREATE TABLE ratelimit.partition_key_secret (
+    only_row boolean PRIMARY KEY DEFAULT true CONSTRAINT partition_key_secret_one_row CHECK (only_row),
+    secret bytea NOT NULL
+        CONSTRAINT partition_key_secret_length CHECK (length(secret) >= 16)
+);
+
+INSERT INTO ratelimit.partition_key_secret (secret)
+SELECT decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex');
+
+CREATE TRIGGER partition_key_secret_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON ratelimit.partition_key_secret FOR EACH STATEMENT
+    EXECUTE FUNCTION ratelimit.policy_tables_changed();
+
+------------------------------------------------------------------------------------------------
+-- PostgREST: ratelimit.pre_request(), the db-pre-request hook, and the routes it reads.
+------------------------------------------------------------------------------------------------
+
+-- Which requests pre_request() checks, against which policy, counted under which key. Every
+-- route that matches a request applies (all-or-nothing, in id order); a policy named by several
+-- matching routes is checked once, under the first. Only administrators write this table.
+CREATE TABLE ratelimit.request_routes (
+    id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+    -- HTTP methods in upper case, or '*' for any.
+    methods text[] NOT NULL DEFAULT '{*}',
+    -- The request path as PostgREST gives it ('/items', '/rpc/login'); '*' matches any run of
+    -- characters, '/' included: '/items*', '/rpc/*', '*'.
+    path_pattern text NOT NULL,
+    -- The role PostgREST switched to (anon, authenticated, ...); NULL for any.
+    roles name[],
+    policy text NOT NULL REFERENCES ratelimit.policies (name) ON UPDATE CASCADE ON DELETE CASCADE,
+    -- user (the JWT's sub), ip (the client address), user_or_ip, or global.
+    key text NOT NULL DEFAULT 'user_or_ip',
+    description text
+);
+
+COMMENT ON TABLE ratelimit.request_routes IS
+    'ratelimit: the requests ratelimit.pre_request() limits, by method, path and role';
+
+-- Checked when a route is written, so that a request never meets a route it cannot decide:
+-- PostgREST runs GET and HEAD in read-only transactions (and may send them to a read replica),
+-- where only the memory engine can count.
+CREATE FUNCTION ratelimit.request_routes_validate()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    engine text;
+BEGIN
+    IF pg_catalog.cardinality(NEW.methods) = 0 OR pg_catalog.array_position(NEW.methods, NULL) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM pg_catalog.unnest(NEW.methods) AS m(method)
+                  WHERE m.method NOT IN ('*', 'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS')) THEN
+        RAISE EXCEPTION 'methods must hold GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS or *, in upper case (got %)', NEW.methods
+            USING ERRCODE = '22023';
+    END IF;
+    IF NEW.path_pattern !~ '^[/*]' OR pg_catalog.octet_length(NEW.path_pattern) > 1000 THEN
+        RAISE EXCEPTION 'path_pattern must start with / or * and be at most 1000 bytes (got "%")',
+            pg_catalog.left(NEW.path_pattern, 64)
+            USING ERRCODE = '22023';
+    END IF;
+    IF NEW.roles IS NOT NULL AND pg_catalog.array_position(NEW.roles, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'roles must not hold NULL (NULL instead of the array means any role)'
+            USING ERRCODE = '22004';
+    END IF;
+    IF NEW.key NOT IN ('user', 'ip', 'user_or_ip', 'global') THEN
+        RAISE EXCEPTION 'key must be user, ip, user_or_ip or global (got "%")', pg_catalog.left(NEW.key, 64)
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT p.engine INTO engine FROM ratelimit.policies p WHERE p.name = NEW.policy;
+    IF engine IS DISTINCT FROM 'memory' AND NEW.methods && ARRAY['*', 'GET', 'HEAD'] THEN
+        RAISE EXCEPTION 'policy: a route for GET or HEAD needs a memory-engine policy, and "%" uses the % engine', NEW.policy, engine
+            USING ERRCODE = '22023',
+                  HINT = 'PostgREST runs GET and HEAD in read-only transactions, also on read replicas, where only the memory engine counts. Give the route other methods, or the policy engine = ''memory''.';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER request_routes_validate BEFORE INSERT OR UPDATE ON ratelimit.request_routes
+    FOR EACH ROW EXECUTE FUNCTION ratelimit.request_routes_validate();
+
+-- The same rule from the other side: a policy that routes for GET or HEAD use stays on memory.
+CREATE FUNCTION ratelimit.policies_routes_check()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.engine IS DISTINCT FROM 'memory' AND EXISTS (
+           SELECT 1 FROM ratelimit.request_routes r
+           WHERE r.policy = NEW.name AND r.methods && ARRAY['*', 'GET', 'HEAD']) THEN
+        RAISE EXCEPTION 'engine: policy "%" is used by a route for GET or HEAD, which needs the memory engine', NEW.name
+            USING ERRCODE = '22023',
+                  HINT = 'Change the routes of ratelimit.request_routes that name it first.';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER policies_routes_check AFTER UPDATE OF engine ON ratelimit.policies
+    FOR EACH ROW EXECUTE FUNCTION ratelimit.policies_routes_check();
+
+-- PostgREST's db-pre-request hook: checks the request against the policies of its matching
+-- routes, sets response.headers with the RateLimit fields, and on denial raises PostgREST's
+-- custom error (SQLSTATE PGRST) so that the client gets a 429. Outside a PostgREST request
+-- (request.method unset) it does nothing.
+CREATE FUNCTION ratelimit.pre_request()
+RETURNS void
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'ratelimit_pre_request';
+
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.request_routes', '');
+SELECT pg_catalog.pg_extension_config_dump('ratelimit.request_routes_id_seq', '');
+
+ALTER TABLE ratelimit.request_routes ENABLE ROW LEVEL SECURITY;
+
+------------------------------------------------------------------------------------------------
 -- Privileges by construction. Default privileges (ALTER DEFAULT PRIVILEGES, database-wide or
 -- IN SCHEMA) hand new tables, views, sequences, functions, types and schemas to whichever roles
 -- they name, TRUNCATE (which ignores row level security) and EXECUTE on reset and block
@@ -529,6 +736,12 @@ BEGIN
             ('EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.cleanup_jobs()'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            -- PostgREST calls its db-pre-request hook as the request's role, whatever it is;
+            -- its API roles need the schema to reach it (and reach nothing else there that
+            -- PUBLIC does not).
+            ('EXECUTE', 'FUNCTION', 'ratelimit.pre_request()'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('USAGE', 'SCHEMA', 'ratelimit', 'anon'),
+            ('USAGE', 'SCHEMA', 'ratelimit', 'authenticated'),
             ('USAGE', 'TYPE', 'ratelimit.decision'::pg_catalog.regtype::text, 'PUBLIC'),
             ('USAGE', 'TYPE', 'ratelimit.policy_decision'::pg_catalog.regtype::text, 'PUBLIC'),
             -- An authenticated user spends only its own endpoint quota (checked against the JWT).
@@ -554,8 +767,10 @@ BEGIN
             ('EXECUTE', 'FUNCTION', 'ratelimit.policy_stats()'::pg_catalog.regprocedure::text, 'service_role'),
             ('SELECT', 'TABLE', 'ratelimit.policy_stats'::pg_catalog.regclass::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.top_offenders(integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.metrics()'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.memory_stats()'::pg_catalog.regprocedure::text, 'service_role'),
             ('SELECT', 'TABLE', 'ratelimit.memory_stats'::pg_catalog.regclass::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.memory_stats_by_database()'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_for_user(uuid, text, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_rpc_rate_limits(interval)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', '@extschema@.increment_rate_limit(uuid, text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),

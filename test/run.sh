@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-suite_names=(format unit regress pgtap node concurrency cron lifecycle faults pgbouncer dump-restore docs fuzz)
+suite_names=(format unit regress pgtap node concurrency cron metrics postgrest lifecycle faults pgbouncer dump-restore docs fuzz)
 for wanted in "$@"; do
     if ! printf '%s\n' "${suite_names[@]}" | grep -qxF -- "$wanted"; then
         echo "test/run.sh: unknown suite \"$wanted\" (the suites: ${suite_names[*]})" >&2
@@ -90,6 +90,10 @@ run_suite pgtap "pgTAP (pg_prove)" pgtap
 run_suite node "TypeScript edge helper (Node, pg)" bash test/node/run.sh
 run_suite concurrency "concurrency (libpq, real connections)" concurrency
 run_suite cron "pg_cron cleanup jobs (pg_prove)" cron
+# ratelimit.metrics() and the exporter's queries, scraped by the real prometheus-postgres-exporter.
+run_suite metrics "metrics (promtool, prometheus-postgres-exporter)" bash test/metrics/exporter.sh
+# ratelimit.pre_request() in PostgREST's transactions, on a primary and a hot standby of its own.
+run_suite postgrest "PostgREST pre-request hook (own primary and hot standby)" bash test/postgrest/pre_request.sh
 # Restarts, crashes and a server without the library preloaded need clusters of their own.
 run_suite lifecycle "memory engine lifecycle (own clusters)" bash test/memory/lifecycle.sh
 # Reliability: faults under load (terminated and killed backends, immediate stops, timeouts, a

@@ -16,6 +16,9 @@ using Uuid = std::array<std::uint8_t, 16>;
 // Parses the canonical 8-4-4-4-12 form or 32 bare hex digits, either case.
 std::optional<Uuid> parse_uuid(std::string_view text);
 
+// The canonical form: 8-4-4-4-12 lower-case hex digits.
+std::string uuid_text(const Uuid& id);
+
 // What the request's claims (request.jwt.claims, parsed as JSON by the PostgreSQL layer with
 // PostgreSQL's own parser) hold under the top-level member "sub"; the last one wins when the
 // name repeats, as in jsonb.

@@ -2,11 +2,12 @@
 // memory, in the server), so that a decision is a hash lookup and a few stores, with no
 // allocation and no I/O.
 //
-// Layout. The block holds a header, kMemoryPartitions partition headers, then `capacity` slots
-// and `capacity` bucket heads. Partition p owns a contiguous run of slots and buckets; a key
-// lives in the partition its hash picks, chained from one of that partition's buckets. Each
-// partition keeps its own free list and its own LRU list (most recently used first), so
-// nothing is shared between partitions and each can be locked on its own.
+// Layout. The block holds a header, the table of databases, kMemoryPartitions partition
+// headers, then `capacity` slots, `capacity` bucket heads and the log blocks. Partition p owns
+// a contiguous run of slots, buckets and log blocks; a key lives in the partition its hash
+// picks, chained from one of that partition's buckets. Each partition keeps its own free lists
+// and its own LRU list (most recently used first), so nothing is shared between partitions and
+// each can be locked on its own; only the databases' counts are shared, as atomic counters.
 //
 // Locking is the caller's (src/pg/memory_engine.cpp): every method that takes a partition
 // needs that partition's lock, exclusive for anything that writes (every decision writes,
@@ -16,9 +17,18 @@
 // has a fixed size whatever the key's length. Two keys share a slot only if their hashes
 // collide, which, the hash being keyed with a secret, callers cannot arrange.
 //
-// Room. A full partition first frees every slot whose state has expired (decides exactly like a
-// fresh key: no change in behaviour), then, if none had, evicts its least recently used slot
-// and counts it. A call never fails for lack of room.
+// Room. A new key needs a slot of its partition, and a sliding_window log longer than
+// kMemoryLogCapacity entries a log block of its partition's pool. Expired slots are always
+// reclaimable: they decide exactly like no slot. A key that has not expired (still counting,
+// blocked, locked out) is never taken for another unless its caller's Tenant says `evict`, and
+// then only from the same database. Otherwise a call that cannot be given room is refused:
+// nothing is stored and a consume is denied (last_room() says why, so that the server can
+// apply ratelimit.memory_when_full).
+//
+// Databases. Every slot records the database it belongs to (an index into a table of database
+// OIDs in the block); each database's count of slots is kept there, so that a database can be
+// held to a share of the store, and the refusals and evictions it met are counted per database.
+// The keys of two databases never meet: their hashes differ (the server hashes the OID in).
 #pragma once
 
 #include <cstddef>
@@ -32,14 +42,28 @@ namespace ratelimit {
 
 constexpr int kMemoryPartitions = 128;
 
-// A sliding_window log is kept inside the slot, so the memory engine takes sliding_window only
-// for limits up to this many units (each allowed unit may need its own entry).
-constexpr int kMemoryLogCapacity = 6;
+// A sliding_window log of up to this many entries is kept inside the slot; a longer one (up to
+// kMaxSlidingLog entries, whatever the limit) in a log block of the partition's pool.
+constexpr int kMemoryLogCapacity = 5;
 
 // The smallest and largest store: enough slots per partition that the fixed headers stay a
 // few bytes per key; slot numbers fit 32 bits.
 constexpr std::int64_t kMinMemoryCapacity = 4096;
 constexpr std::int64_t kMaxMemoryCapacity = 1LL << 30;
+
+// Log blocks: kMaxSlidingLog entries each (1 kB). The default pool has one block for every 32
+// slots, and at least 8 per partition.
+constexpr std::int64_t kMaxMemoryLogBlocks = 1LL << 22;
+constexpr std::int64_t kMemoryLogBlockBytes = 16 * kMaxSlidingLog;
+std::int64_t default_memory_log_blocks(std::int64_t capacity) noexcept;
+
+// Databases with a row of their own in the store's table; any further one shares the last row
+// (reported with OID 0).
+constexpr int kMaxMemoryDatabases = 1024;
+
+// An eviction looks for a slot of the caller's database among this many of the partition's
+// least recently used slots, so that a full partition never costs a walk of all its slots.
+constexpr int kMemoryEvictionWalk = 64;
 
 constexpr std::uint32_t kNoSlot = UINT32_MAX;
 
@@ -55,7 +79,8 @@ union SlotState {
     struct {
         Micros instant;  // the latest instant the log has seen (see KeyState)
         Micros at[kMemoryLogCapacity];
-        std::int16_t units[kMemoryLogCapacity];  // at most the limit, so at most the capacity
+        std::int32_t units[kMemoryLogCapacity];  // at most the limit, which fits 32 bits
+        std::uint32_t block;  // the log's block while log_count > kMemoryLogCapacity
     } log;
 };
 
@@ -64,9 +89,9 @@ struct MemorySlot {
     std::uint32_t newer;       // LRU neighbour towards the most recently used, or kNoSlot
     std::uint32_t older;       // LRU neighbour towards the least recently used, or kNoSlot
     std::uint32_t chain_next;  // next slot of the same bucket (or of the free list), or kNoSlot
-    std::int16_t algorithm;    // Algorithm, as stored
+    std::uint16_t database;    // 1 + the database's row in the store's table; 0: a free slot
+    std::int8_t algorithm;     // Algorithm, as stored
     std::uint8_t log_count;
-    std::uint8_t in_use;
     Micros blocked_until;
     Micros expires_at;  // idle_from(): from then on the slot decides like no slot
     SlotState state;
@@ -80,7 +105,13 @@ struct MemoryStats {
     std::int64_t evictions = 0;  // slots taken from keys that had not expired
     std::int64_t expired = 0;    // slots freed because their state had expired
     std::int64_t allowed = 0;    // consume calls allowed
-    std::int64_t denied = 0;     // consume calls denied
+    std::int64_t denied = 0;     // consume calls denied (refusals included)
+    std::int64_t refusals = 0;   // calls refused for lack of room (a slot, a share, a log block)
+    // Partitions whose last look for a new key's slot found no free or expired one (0 or 1 for
+    // one partition); back to 0 once one of its slots is freed.
+    std::int64_t full_partitions = 0;
+    std::int64_t log_blocks = 0;
+    std::int64_t log_blocks_used = 0;
 
     MemoryStats& operator+=(const MemoryStats& other) noexcept {
         entries += other.entries;
@@ -89,47 +120,114 @@ struct MemoryStats {
         expired += other.expired;
         allowed += other.allowed;
         denied += other.denied;
+        refusals += other.refusals;
+        full_partitions += other.full_partitions;
+        log_blocks += other.log_blocks;
+        log_blocks_used += other.log_blocks_used;
         return *this;
     }
 };
 
-// What one partition's slots look like from outside, for saving: the state of one key.
+// One database's row of the store's table.
+struct MemoryDatabaseStats {
+    std::uint32_t oid = 0;  // 0: the row shared by databases beyond kMaxMemoryDatabases - 1
+    std::int64_t entries = 0;
+    std::int64_t refusals = 0;
+    std::int64_t evictions = 0;  // its keys taken while they had not expired
+};
+
+// Who is asking for room, and what to do when there is none.
+struct Tenant {
+    int database = 0;                // MemoryStore::database_index() of the caller's database
+    std::int64_t share = INT64_MAX;  // the most slots the database may hold
+    bool evict = false;              // take the database's least recently used live slot
+    // The instant other keys' expiry is judged at when room is made, when the decision's own
+    // clock runs ahead of the real one (the drop-ins decide a window's end that way): a key
+    // that has not expired by the real clock is never taken as expired. -1: the decision's.
+    Micros clock = -1;
+};
+
+// What the last call did to find room.
+enum class Shortage : std::uint8_t {
+    kNone,
+    kPartitionFull,  // every slot of the partition holds a key that has not expired
+    kShareFull,      // the database holds its share of the store
+    kLogPoolFull,    // every log block of the partition holds a live key's log
+};
+struct RoomReport {
+    bool refused = false;
+    Shortage shortage = Shortage::kNone;  // why it was refused, or why it evicted
+    std::int64_t evicted = 0;             // live slots taken by the call
+};
+
+// One key's state as saved to disk and restored: the fixed part first (what the file always
+// holds), then the first log_count entries of `log` (sliding_window only).
 struct SavedSlot {
     KeyHash key;
+    std::uint32_t database = 0;  // the OID of the key's database
     std::int16_t algorithm = 0;
-    std::uint8_t log_count = 0;
-    std::uint8_t reserved[5] = {0, 0, 0, 0, 0};
+    std::uint16_t log_count = 0;
     Micros blocked_until = 0;
     Micros expires_at = 0;
-    SlotState state{};
+    Micros instant = 0;
+    std::int64_t amount = 0;
+    std::int64_t carry = 0;
+    std::int64_t measured_limit = 0;
+    Micros measured_period = 0;
+    LogEntry log[kMaxSlidingLog];
 };
+constexpr std::size_t kSavedSlotFixedBytes = offsetof(SavedSlot, log);
+static_assert(kSavedSlotFixedBytes == 80, "the saved form's fixed part has no padding");
+static_assert(sizeof(LogEntry) == 16, "a saved log entry is two 64-bit words");
 
 class MemoryStore {
   public:
-    // Bytes of the block for `capacity` slots (kMinMemoryCapacity..kMaxMemoryCapacity).
-    static std::size_t bytes_needed(std::int64_t capacity) noexcept;
+    // Bytes of the block for `capacity` slots (kMinMemoryCapacity..kMaxMemoryCapacity) and
+    // `log_blocks` log blocks (0..kMaxMemoryLogBlocks; by default default_memory_log_blocks()).
+    static std::size_t bytes_needed(std::int64_t capacity, std::int64_t log_blocks) noexcept;
+    static std::size_t bytes_needed(std::int64_t capacity) noexcept {
+        return bytes_needed(capacity, default_memory_log_blocks(capacity));
+    }
 
-    // Lays out an empty store in `block` (bytes_needed(capacity) bytes, 8-byte aligned).
-    static MemoryStore create(void* block, std::int64_t capacity,
+    // Lays out an empty store in `block` (bytes_needed() bytes, 8-byte aligned).
+    static MemoryStore create(void* block, std::int64_t capacity, std::int64_t log_blocks,
                               const HashSecret& secret) noexcept;
+    static MemoryStore create(void* block, std::int64_t capacity,
+                              const HashSecret& secret) noexcept {
+        return create(block, capacity, default_memory_log_blocks(capacity), secret);
+    }
 
     // A store laid out earlier by create() in `block` (by this or another process).
     static MemoryStore attach(void* block) noexcept;
 
     const HashSecret& secret() const noexcept;
     std::int64_t capacity() const noexcept;
+    std::int64_t log_blocks() const noexcept;
     static int partition_of(const KeyHash& key) noexcept;
+
+    // ---- no lock needed (the table is updated with atomic operations) ----
+
+    // The row of database `oid` (0 < oid), claimed on first use; rows are never given back.
+    int database_index(std::uint32_t oid) noexcept;
+    // Row `index` (0..kMaxMemoryDatabases - 1): its OID (0 while unclaimed) and counts.
+    MemoryDatabaseStats database_stats(int index) const noexcept;
 
     // ---- the caller holds `partition`'s lock exclusively ----
 
     // Decides `action` on `key` like decide() on the key's state, and stores the result. A key
-    // without a slot is fresh; it gets a slot only when the decision writes state. `scratch`
-    // is reused across calls so that a decision allocates nothing once warm.
+    // without a slot is fresh; it gets a slot only when the decision writes state, and a log
+    // block only when its log outgrows the slot. Without room (see above) nothing is stored and
+    // a consume is denied, retry_after being the wait until the partition's next key expires
+    // (at least a millisecond, at most the period). `scratch` is reused across calls so that a
+    // decision allocates nothing once warm.
     Decision decide(int partition, const KeyHash& key, const Limit& limit, Micros now,
-                    std::int64_t cost, Action action, KeyState& scratch);
+                    std::int64_t cost, Action action, KeyState& scratch,
+                    const Tenant& tenant = Tenant{});
 
-    // Blocks `key` until `until` (an earlier block is never shortened); returns the block's end.
-    Micros block(int partition, const KeyHash& key, Micros until, Micros now, KeyState& scratch);
+    // Blocks `key` until `until` (an earlier block is never shortened); returns the block's end,
+    // or -1 when a new key could not be given a slot.
+    Micros block(int partition, const KeyHash& key, Micros until, Micros now, KeyState& scratch,
+                 const Tenant& tenant = Tenant{});
 
     // Forgets `key`; true if it had a slot.
     bool reset(int partition, const KeyHash& key) noexcept;
@@ -138,9 +236,31 @@ class MemoryStore {
     // when none can have: the partition knows the earliest expiry among its slots.
     std::int64_t expire(int partition, Micros now) noexcept;
 
+    // For a decision over several keys that must not fail half-way: what charging `cost` to
+    // `key` under `limit` may need (an upper bound: a slot for a key without one, a block for a
+    // log that may outgrow the slot), then room for all of a partition's needs at once. The
+    // room is held for this tenant's next inserts until release(); the slots of `keep` are
+    // neither evicted nor freed meanwhile. On false nothing is held and last_room() says why.
+    struct Need {
+        int slots = 0;
+        int blocks = 0;
+    };
+    Need need_for_consume(int partition, const KeyHash& key, const Limit& limit,
+                          std::int64_t cost) noexcept;
+    bool reserve(int partition, Micros now, const Tenant& tenant, const Need& need,
+                 const KeyHash* keep, int keep_count) noexcept;
+    void release(int partition, const Tenant& tenant) noexcept;
+    // The denial to report for a consume that found no room, from what it would have decided.
+    Decision refusal(int partition, const Limit& limit, const Decision& decided,
+                     Micros now) const noexcept;
+
     // Restores one saved key as the most recently used of its partition (call them oldest
-    // first); expired or invalid ones are skipped. True if restored.
+    // first); expired or invalid ones are skipped, and a full partition makes room from its
+    // least recently used keys, whatever their database. True if restored.
     bool restore(const SavedSlot& saved, Micros now);
+
+    // What the last decide(), block(), reserve() or restore() did for room.
+    const RoomReport& last_room() const noexcept { return room_; }
 
     // ---- the caller holds `partition`'s lock, shared or exclusive ----
 
@@ -149,8 +269,11 @@ class MemoryStore {
     // Calls `visit(const SavedSlot&)` for each key of `partition`, least recently used first.
     template <typename Visit>
     void for_each_oldest_first(int partition, Visit&& visit) const {
-        for (std::uint32_t i = oldest_index(partition); i != kNoSlot; i = slots_[i].newer)
-            visit(saved_form(slots_[i]));
+        SavedSlot saved;
+        for (std::uint32_t i = oldest_index(partition); i != kNoSlot; i = slots_[i].newer) {
+            saved_form(slots_[i], saved);
+            visit(static_cast<const SavedSlot&>(saved));
+        }
     }
 
     // True if `saved` is a state this version could have written (checked before restoring
@@ -160,6 +283,7 @@ class MemoryStore {
   private:
     struct Header;
     struct PartitionHeader;
+    struct DatabaseRow;
 
     explicit MemoryStore(void* block) noexcept;
 
@@ -169,29 +293,64 @@ class MemoryStore {
     const PartitionHeader& partition_header(int partition) const noexcept;
     std::uint32_t& bucket_of(const PartitionHeader& header, const KeyHash& key) noexcept;
     MemorySlot* find(int partition, const KeyHash& key) noexcept;
-    MemorySlot& insert(int partition, const KeyHash& key, Micros now) noexcept;
-    void make_room(PartitionHeader& header, Micros now) noexcept;
-    void free_expired(PartitionHeader& header, Micros now) noexcept;
+    MemorySlot* insert(PartitionHeader& header, const KeyHash& key, Micros now,
+                       const Tenant& tenant, bool any_database) noexcept;
+    bool make_room(PartitionHeader& header, Micros now, const Tenant& tenant, const Need& need,
+                   const KeyHash* keep, int keep_count, bool any_database) noexcept;
+    bool claim_share(const Tenant& tenant, std::int64_t slots) noexcept;
+    bool evict_one(PartitionHeader& header, const Tenant& tenant, bool any_database,
+                   bool want_block, const KeyHash* keep, int keep_count) noexcept;
+    void free_expired(PartitionHeader& header, Micros now, const KeyHash* keep = nullptr,
+                      int keep_count = 0) noexcept;
     void unlink_lru(PartitionHeader& header, std::uint32_t index) noexcept;
     void push_newest(PartitionHeader& header, std::uint32_t index) noexcept;
     void touch(PartitionHeader& header, std::uint32_t index) noexcept;
     void free_slot(PartitionHeader& header, std::uint32_t index) noexcept;
+    std::uint32_t take_block(PartitionHeader& header) noexcept;
+    void free_block(PartitionHeader& header, std::uint32_t block) noexcept;
     void note_expiry(PartitionHeader& header, Micros expires_at) noexcept;
+    void count_refusal(PartitionHeader& header, const Tenant& tenant, Shortage why) noexcept;
     std::uint32_t index_of(const MemorySlot& slot) const noexcept;
-    static SavedSlot saved_form(const MemorySlot& slot) noexcept;
+    LogEntry* block_entries(std::uint32_t block) const noexcept;
+    void load_state(const MemorySlot& slot, KeyState& state) const;
+    // Writes a state into `slot`: the log goes inline, or into the slot's block, or into
+    // `new_block` (taken by the caller) when it outgrows the slot; a block no longer needed is
+    // given back.
+    struct Words {
+        Algorithm algorithm;
+        Micros blocked_until;
+        Micros expires_at;
+        Micros instant;
+        std::int64_t amount;
+        std::int64_t carry;
+        std::int64_t measured_limit;
+        Micros measured_period;
+    };
+    void write_slot(PartitionHeader& header, const Words& words, const LogEntry* log,
+                    std::size_t log_count, std::uint32_t new_block, MemorySlot& slot) noexcept;
+    void store_state(PartitionHeader& header, const KeyState& state, Micros expires_at,
+                     std::uint32_t new_block, MemorySlot& slot) noexcept;
+    void saved_form(const MemorySlot& slot, SavedSlot& saved) const noexcept;
 
     Header* header_ = nullptr;
+    DatabaseRow* databases_ = nullptr;
     PartitionHeader* partitions_ = nullptr;
     MemorySlot* slots_ = nullptr;
     std::uint32_t* buckets_ = nullptr;
+    LogEntry* logs_ = nullptr;
+    RoomReport room_;
 };
 
-// Throws ArgumentError (p_limit) if the memory engine cannot keep `limit`'s state in a slot.
+// True while a slot's sliding_window log lives in a log block.
+inline bool has_log_block(const MemorySlot& slot) noexcept {
+    return slot.log_count > kMemoryLogCapacity;
+}
+
+// Kept for the callers that check a limit before using the memory engine: every limit fits now
+// (a long sliding_window log goes to a log block), so it never throws.
 void require_memory_limit(const Limit& limit);
 
-// Copies a slot's state into `state` (cleared first) and back; store_slot_state requires a log
-// of at most kMemoryLogCapacity entries (require_memory_limit guarantees it).
-void load_slot_state(const MemorySlot& slot, KeyState& state);
-void store_slot_state(const KeyState& state, Micros expires_at, MemorySlot& slot) noexcept;
+// A saved key's state as a KeyState (cleared first).
+void load_saved_state(const SavedSlot& saved, KeyState& state);
 
 }  // namespace ratelimit

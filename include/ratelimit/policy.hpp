@@ -233,7 +233,19 @@ struct PolicyAnswer {
     // Requests whose denial (enforced or shadow) goes to the denial log (log_denials), with the
     // wait to log (after count_denied): pairs of (request, retry_after).
     std::vector<std::pair<std::size_t, Micros>> logged;
+    // Requests charged by an allowed call, with the limit and what remained after the charge:
+    // (request, limit, remaining), for the near-limit counter.
+    struct Charged {
+        std::size_t request = 0;
+        std::int64_t limit = 0;
+        std::int64_t remaining = 0;
+    };
+    std::vector<Charged> charged;
 };
+
+// Whether an allowed charge left its key near the limit: more than floor(limit x ratio) of the
+// limit used (ratelimit.near_limit_ratio; 0 counts every charge, 1 none).
+bool near_limit(std::int64_t limit, std::int64_t remaining, double ratio) noexcept;
 
 // The answers for each kind of plan. `decisions[i]` is plan.checked[i]'s decision as returned
 // by decide_all_or_nothing (after the charge when allowed, as the key stands when denied).

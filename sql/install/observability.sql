@@ -8,9 +8,12 @@ AS 'MODULE_PATHNAME', 'ratelimit_record_outcomes';
 
 -- Calls each policy allowed, denied and shadow-denied in this database since `since` (its
 -- first counted call, or reset_policy_stats). A call that skipped a policy (allow list, bypass)
--- counts as allowed.
+-- counts as allowed. near_limit: allowed calls that left the key with more than
+-- ratelimit.near_limit_ratio of the limit used; denials_not_logged: denials of a log_denials
+-- policy the denial log did not record (sampled out, or the log is off).
 CREATE FUNCTION ratelimit.policy_stats()
-RETURNS TABLE(policy text, allowed bigint, denied bigint, shadow_denied bigint, since timestamptz)
+RETURNS TABLE(policy text, allowed bigint, denied bigint, shadow_denied bigint, since timestamptz,
+              near_limit bigint, denials_not_logged bigint)
 LANGUAGE c VOLATILE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ratelimit_policy_stats';
 
@@ -30,3 +33,10 @@ CREATE FUNCTION ratelimit.reset_policy_stats()
 RETURNS void
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_reset_policy_stats';
+
+-- This database's policy counters and the memory engine's store in the Prometheus text format
+-- (docs/operations.md#metrics).
+CREATE FUNCTION ratelimit.metrics()
+RETURNS text
+LANGUAGE c VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_metrics';

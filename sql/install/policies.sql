@@ -22,7 +22,10 @@ CREATE TABLE ratelimit.policies (
     hash_key boolean NOT NULL DEFAULT false,
     -- Denials are written to ratelimit.denial_log (sampled, bounded).
     log_denials boolean NOT NULL DEFAULT false,
-    description text
+    description text,
+    -- What the limit counts, for the qu parameter of the RateLimit-Policy header: NULL or
+    -- 'requests' (not shown), 'content-bytes', 'concurrent-requests', or another token.
+    quota_unit text
 );
 
 COMMENT ON TABLE ratelimit.policies IS
@@ -36,6 +39,13 @@ AS $$
 BEGIN
     PERFORM ratelimit.validate_limit(NEW."limit", NEW.period, NEW.algorithm, NEW.engine,
                                      NEW.burst);
+    -- An sf-token, as the header carries it.
+    IF NEW.quota_unit IS NOT NULL
+       AND NEW.quota_unit !~ '^[A-Za-z*][A-Za-z0-9!#$%&''*+.^_`|~:/-]{0,62}$' THEN
+        RAISE EXCEPTION 'quota_unit must be requests, content-bytes, concurrent-requests or another token (a letter or *, then letters, digits or !#$&''*+-.^_`|~:/, at most 63 characters) (got "%")',
+            left(NEW.quota_unit, 64)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     RETURN NEW;
 EXCEPTION
     WHEN invalid_parameter_value OR null_value_not_allowed THEN
@@ -141,6 +151,23 @@ CREATE TYPE ratelimit.policy_decision AS (
 );
 
 ------------------------------------------------------------------------------------------------
+-- The key of the partition keys (the pk parameter of the RateLimit headers): a keyed hash of
+-- each subject, so a client can tell its partitions apart without learning whose they are.
+-- Random per database, made here; only the owner reads it (no grant). Replacing the row
+-- changes every pk from the next call on.
+------------------------------------------------------------------------------------------------
+
+CREATE TABLE ratelimit.partition_key_secret (
+    only_row boolean PRIMARY KEY DEFAULT true CONSTRAINT partition_key_secret_one_row CHECK (only_row),
+    secret bytea NOT NULL
+        CONSTRAINT partition_key_secret_length CHECK (length(secret) >= 16)
+);
+
+-- 32 bytes from two version 4 UUIDs (the server's strong random source; 244 random bits).
+INSERT INTO ratelimit.partition_key_secret (secret)
+SELECT decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex');
+
+------------------------------------------------------------------------------------------------
 -- The policy tables' cache: a statement that changes one of them invalidates every backend's
 -- copy when its transaction commits (src/pg/policy_cache.hpp).
 ------------------------------------------------------------------------------------------------
@@ -159,6 +186,9 @@ CREATE TRIGGER key_overrides_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCAT
     EXECUTE FUNCTION ratelimit.policy_tables_changed();
 CREATE TRIGGER access_list_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
     ON ratelimit.access_list FOR EACH STATEMENT
+    EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER partition_key_secret_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE
+    ON ratelimit.partition_key_secret FOR EACH STATEMENT
     EXECUTE FUNCTION ratelimit.policy_tables_changed();
 
 ------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ ALTER TABLE ratelimit.tiers ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ratelimit.key_overrides ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ratelimit.access_list ENABLE ROW LEVEL SECURITY;
 ALTER TABLE ratelimit.denial_log ENABLE ROW LEVEL SECURITY;
+ALTER TABLE ratelimit.request_routes ENABLE ROW LEVEL SECURITY;
 
 ------------------------------------------------------------------------------------------------
 -- Privileges by construction. Default privileges (ALTER DEFAULT PRIVILEGES, database-wide or
@@ -102,6 +103,12 @@ BEGIN
             ('EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.cleanup_jobs()'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            -- PostgREST calls its db-pre-request hook as the request's role, whatever it is;
+            -- its API roles need the schema to reach it (and reach nothing else there that
+            -- PUBLIC does not).
+            ('EXECUTE', 'FUNCTION', 'ratelimit.pre_request()'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('USAGE', 'SCHEMA', 'ratelimit', 'anon'),
+            ('USAGE', 'SCHEMA', 'ratelimit', 'authenticated'),
             ('USAGE', 'TYPE', 'ratelimit.decision'::pg_catalog.regtype::text, 'PUBLIC'),
             ('USAGE', 'TYPE', 'ratelimit.policy_decision'::pg_catalog.regtype::text, 'PUBLIC'),
             -- An authenticated user spends only its own endpoint quota (checked against the JWT).
@@ -127,8 +134,10 @@ BEGIN
             ('EXECUTE', 'FUNCTION', 'ratelimit.policy_stats()'::pg_catalog.regprocedure::text, 'service_role'),
             ('SELECT', 'TABLE', 'ratelimit.policy_stats'::pg_catalog.regclass::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.top_offenders(integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.metrics()'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.memory_stats()'::pg_catalog.regprocedure::text, 'service_role'),
             ('SELECT', 'TABLE', 'ratelimit.memory_stats'::pg_catalog.regclass::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.memory_stats_by_database()'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_for_user(uuid, text, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_rpc_rate_limits(interval)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', '@extschema@.increment_rate_limit(uuid, text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),

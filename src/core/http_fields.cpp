@@ -41,6 +41,54 @@ bool fits_int32(std::int64_t value) {
            value <= std::numeric_limits<std::int32_t>::max();
 }
 
+BodyField text_field(const char* name, std::string text) {
+    BodyField field;
+    field.name = name;
+    field.text = std::move(text);
+    return field;
+}
+
+BodyField number_field(const char* name, std::optional<std::int64_t> number) {
+    BodyField field;
+    field.name = name;
+    field.number = number;
+    return field;
+}
+
+// A wait in whole seconds as t and Retry-After show it: rounded up, and at least 1 for a
+// denial (a client must not retry at once).
+std::int64_t wait_seconds(std::int64_t wait_ms, bool denies) {
+    const std::int64_t seconds = ceil_div(wait_ms, 1000);
+    return denies ? std::max<std::int64_t>(seconds, 1) : seconds;
+}
+
+// The parameters every item may end with: qu (RateLimit-Policy only) and pk.
+std::string unit_parameter(const std::optional<std::string>& unit) {
+    if (!unit || unit->empty() || *unit == "requests")
+        return std::string();
+    return ";qu=" + sf_string(*unit);
+}
+
+std::string key_parameter(const std::optional<std::string>& key) {
+    return key && !key->empty() ? ";pk=" + sf_binary(*key) : std::string();
+}
+
+std::string policy_item(const std::string& name, std::int64_t limit,
+                        std::optional<std::int64_t> period_ms,
+                        const std::optional<std::string>& unit,
+                        const std::optional<std::string>& key) {
+    std::string item = sf_string(name) + ";q=" + std::to_string(limit) + unit_parameter(unit);
+    if (period_ms)
+        item += ";w=" + std::to_string(ceil_div(*period_ms, 1000));
+    return item + key_parameter(key);
+}
+
+std::string remaining_item(const std::string& name, std::int64_t remaining, std::int64_t seconds,
+                           const std::optional<std::string>& key) {
+    return sf_string(name) + ";r=" + std::to_string(std::max<std::int64_t>(remaining, 0)) +
+           ";t=" + std::to_string(seconds) + key_parameter(key);
+}
+
 }  // namespace
 
 ResetFormat parse_reset_format(const char* argument, std::string_view name) {
@@ -57,8 +105,70 @@ BodyShape parse_body_shape(const char* argument, std::string_view name) {
         return BodyShape::kErrorMessage;
     if (name == "detailed")
         return BodyShape::kDetailed;
-    throw ArgumentError::invalid(argument, "must be one of error_message, detailed (got \"" +
-                                               std::string(name.substr(0, 64)) + "\")");
+    if (name == "problem")
+        return BodyShape::kProblem;
+    throw ArgumentError::invalid(argument,
+                                 "must be one of error_message, detailed, problem (got \"" +
+                                     std::string(name.substr(0, 64)) + "\")");
+}
+
+std::string sf_string(std::string_view text) {
+    static const char kHex[] = "0123456789ABCDEF";
+    std::string out = "\"";
+    for (const char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (byte < 0x20 || byte > 0x7E || c == '%') {
+            out += '%';
+            out += kHex[byte >> 4];
+            out += kHex[byte & 0xF];
+        } else {
+            out += c;
+        }
+    }
+    return out + "\"";
+}
+
+std::string sf_binary(std::string_view bytes) {
+    static const char kAlphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out = ":";
+    std::size_t i = 0;
+    for (; i + 2 < bytes.size(); i += 3) {
+        const std::uint32_t n = (static_cast<unsigned char>(bytes[i]) << 16) |
+                                (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                                static_cast<unsigned char>(bytes[i + 2]);
+        out += kAlphabet[(n >> 18) & 63];
+        out += kAlphabet[(n >> 12) & 63];
+        out += kAlphabet[(n >> 6) & 63];
+        out += kAlphabet[n & 63];
+    }
+    if (i < bytes.size()) {
+        const bool two = i + 1 < bytes.size();
+        const std::uint32_t n = (static_cast<unsigned char>(bytes[i]) << 16) |
+                                (two ? static_cast<unsigned char>(bytes[i + 1]) << 8 : 0);
+        out += kAlphabet[(n >> 18) & 63];
+        out += kAlphabet[(n >> 12) & 63];
+        out += two ? kAlphabet[(n >> 6) & 63] : '=';
+        out += '=';
+    }
+    return out + ":";
+}
+
+bool valid_quota_unit(std::string_view unit) {
+    if (unit.empty() || unit.size() > 63)
+        return false;
+    auto letter = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
+    if (!letter(unit[0]) && unit[0] != '*')
+        return false;
+    const std::string_view kSymbols = "!#$%&'*+-.^_`|~:/";
+    for (const char c : unit) {
+        if (!letter(c) && !(c >= '0' && c <= '9') && kSymbols.find(c) == std::string_view::npos)
+            return false;
+    }
+    return true;
 }
 
 std::string describe_period_ms(std::int64_t ms) {
@@ -112,10 +222,12 @@ HttpOverflow rate_limit_headers(const DecisionView& d, ResetFormat format, Heade
     const bool denied = d.allowed.has_value() && !*d.allowed;
     headers->emplace_back("X-RateLimit-Limit", std::to_string(*d.limit));
     headers->emplace_back("X-RateLimit-Remaining", std::to_string(remaining));
-    headers->emplace_back(
-        "RateLimit-Policy",
-        "\"" + policy + "\";q=" + std::to_string(*d.limit) +
-            ";w=" + (d.period_ms ? std::to_string(ceil_div(*d.period_ms, 1000)) : std::string()));
+    std::string policies =
+        policy_item(policy, *d.limit, d.period_ms, d.quota_unit, d.partition_key);
+    for (const PolicyItem& other : d.others)
+        policies += ", " + policy_item(other.name, other.limit, other.period_ms, other.quota_unit,
+                                       other.partition_key);
+    headers->emplace_back("RateLimit-Policy", policies);
     const std::optional<std::int64_t> wait_ms = allowed ? d.reset_after_ms : d.retry_after_ms;
     if (!wait_ms)
         return HttpOverflow::kNone;
@@ -134,15 +246,17 @@ HttpOverflow rate_limit_headers(const DecisionView& d, ResetFormat format, Heade
         else
             reset = iso8601_utc(at);
     }
-    const std::int64_t wait_seconds = ceil_div(*wait_ms, 1000);
+    // The reported policy's t and Retry-After are one number.
+    const std::int64_t seconds = wait_seconds(*wait_ms, !allowed);
     headers->emplace_back("X-RateLimit-Reset", reset);
-    headers->emplace_back(
-        "RateLimit",
-        "\"" + policy + "\";r=" + std::to_string(remaining) + ";t=" +
-            std::to_string(allowed ? wait_seconds : std::max<std::int64_t>(wait_seconds, 1)));
+    std::string fields = remaining_item(policy, remaining, seconds, d.partition_key);
+    for (const PolicyItem& other : d.others)
+        fields +=
+            ", " + remaining_item(other.name, other.remaining,
+                                  wait_seconds(other.wait_ms, other.denies), other.partition_key);
+    headers->emplace_back("RateLimit", fields);
     if (denied)
-        headers->emplace_back("Retry-After",
-                              std::to_string(std::max<std::int64_t>(wait_seconds, 1)));
+        headers->emplace_back("Retry-After", std::to_string(seconds));
     return HttpOverflow::kNone;
 }
 
@@ -153,9 +267,8 @@ HttpOverflow rate_limit_body(const DecisionView& d, BodyShape shape, bool* denie
     if (!*denied)
         return HttpOverflow::kNone;
     if (shape == BodyShape::kErrorMessage) {
-        fields->push_back({"error", std::string("Rate limit exceeded"), std::nullopt});
-        fields->push_back(
-            {"message", std::string("Too many requests. Please try again later."), std::nullopt});
+        fields->push_back(text_field("error", "Rate limit exceeded"));
+        fields->push_back(text_field("message", "Too many requests. Please try again later."));
         return HttpOverflow::kNone;
     }
     // No wait will do (a deny-list entry without an end, a cost above the limit): no
@@ -182,12 +295,28 @@ HttpOverflow rate_limit_body(const DecisionView& d, BodyShape shape, bool* denie
         message += " Try again in 1 second.";
     else
         message += " Try again in " + std::to_string(*retry_seconds) + " seconds.";
-    fields->push_back({"error", std::string("Rate limit exceeded"), std::nullopt});
-    fields->push_back({"code", std::string("RATE_LIMIT_EXCEEDED"), std::nullopt});
-    fields->push_back({"message", message, std::nullopt});
-    fields->push_back({"limit", std::nullopt, d.limit});
-    fields->push_back({"current", std::nullopt, current});
-    fields->push_back({"retryAfter", std::nullopt, retry_seconds});
+    if (shape == BodyShape::kProblem) {
+        // RFC 9457 with the draft's quota-exceeded type.
+        std::vector<std::string> violated = d.violated;
+        if (violated.empty() && d.policy)
+            violated.push_back(*d.policy);
+        fields->push_back(text_field("type", kQuotaExceededType));
+        fields->push_back(
+            text_field("title", "Request cannot be satisfied as assigned quota has been exceeded"));
+        fields->push_back(number_field("status", 429));
+        fields->push_back(text_field("detail", message));
+        BodyField policies;
+        policies.name = "violated-policies";
+        policies.strings = std::move(violated);
+        fields->push_back(std::move(policies));
+        return HttpOverflow::kNone;
+    }
+    fields->push_back(text_field("error", "Rate limit exceeded"));
+    fields->push_back(text_field("code", "RATE_LIMIT_EXCEEDED"));
+    fields->push_back(text_field("message", message));
+    fields->push_back(number_field("limit", d.limit));
+    fields->push_back(number_field("current", current));
+    fields->push_back(number_field("retryAfter", retry_seconds));
     return HttpOverflow::kNone;
 }
 

@@ -85,4 +85,17 @@ void require_may_act_on(const std::string& argument, const UserIdCaller& caller,
     }
 }
 
+std::string uuid_text(const Uuid& id) {
+    static const char kHex[] = "0123456789abcdef";
+    std::string text;
+    text.reserve(36);
+    for (std::size_t i = 0; i < id.size(); ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            text += '-';
+        text += kHex[id[i] >> 4];
+        text += kHex[id[i] & 0xF];
+    }
+    return text;
+}
+
 }  // namespace ratelimit

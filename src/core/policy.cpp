@@ -1,6 +1,7 @@
 #include "ratelimit/policy.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -315,6 +316,14 @@ PolicyAnswer answer_cost_exceeds(const std::vector<PolicyRequest>& requests, con
     return answer;
 }
 
+bool near_limit(std::int64_t limit, std::int64_t remaining, double ratio) noexcept {
+    if (limit <= 0 || !(ratio < 1.0))
+        return false;
+    const std::int64_t used = limit - std::max<std::int64_t>(remaining, 0);
+    const double threshold = std::floor(static_cast<double>(limit) * std::max(ratio, 0.0));
+    return static_cast<double>(used) > threshold;
+}
+
 PolicyAnswer answer_decided(const std::vector<PolicyRequest>& requests, const PolicyPlan& plan,
                             const std::vector<Decision>& decisions, bool allowed,
                             std::int64_t cost) {
@@ -350,6 +359,8 @@ PolicyAnswer answer_decided(const std::vector<PolicyRequest>& requests, const Po
             // Allowed here; when the call as a whole was denied, nothing was taken.
             answer.outcomes[checked.request] =
                 allowed ? PolicyOutcome::kAllowed : PolicyOutcome::kNone;
+            if (allowed)
+                answer.charged.push_back({checked.request, d.limit, d.remaining});
             if (allowed && checked.enforced &&
                 (!binding || d.remaining < reported[*binding].remaining))
                 binding = j;  // the enforced policy with the least remaining

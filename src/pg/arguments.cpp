@@ -6,6 +6,7 @@
 
 extern "C" {
 #include "utils/array.h"
+#include "utils/arrayaccess.h"
 }
 #include "ratelimit/error.hpp"
 #include "ratelimit/validation.hpp"
@@ -26,6 +27,18 @@ constexpr std::pair<const char*, const char*> kArrays[] = {
     {"p_burst", "p_bursts"},    {"p_algorithm", "p_algorithms"}, {"p_engine", "p_engines"},
     {"p_subject", "p_subjects"}};
 
+// A varlena argument or array element as a readable value. A value the client sent, or one an
+// array holds, is never compressed or stored out of line, so the common case calls no
+// PostgreSQL code; the test is pg_detoast_datum_packed's own.
+Datum packed_value(Datum value) {
+    const struct varlena* pointer = reinterpret_cast<const struct varlena*>(DatumGetPointer(value));
+    if (!VARATT_IS_COMPRESSED(pointer) && !VARATT_IS_EXTERNAL(pointer))
+        return value;
+    Datum detoasted = 0;
+    call_postgres([&] { detoasted = PointerGetDatum(PG_DETOAST_DATUM_PACKED(value)); });
+    return detoasted;
+}
+
 const char* array_of(const std::string& scalar) {
     for (const auto& [one, many] : kArrays) {
         if (scalar == one)
@@ -38,10 +51,9 @@ const char* array_of(const std::string& scalar) {
 
 Datum key_argument(FunctionCallInfo fcinfo, int index, const char* name) {
     require_not_null(fcinfo, index, name);
-    text* key = nullptr;
-    call_postgres([&] { key = PG_GETARG_TEXT_PP(index); });
-    require_key(name, VARSIZE_ANY_EXHDR(key));
-    return PointerGetDatum(key);
+    const Datum key = packed_value(PG_GETARG_DATUM(index));
+    require_key(name, VARSIZE_ANY_EXHDR(DatumGetPointer(key)));
+    return key;
 }
 
 std::int32_t int32_argument(FunctionCallInfo fcinfo, int index, const char* name) {
@@ -56,8 +68,8 @@ Datum uuid_argument(FunctionCallInfo fcinfo, int index, const char* name) {
 
 std::string_view name_argument(FunctionCallInfo fcinfo, int index, const char* name) {
     require_not_null(fcinfo, index, name);
-    text* value = nullptr;
-    call_postgres([&] { value = PG_GETARG_TEXT_PP(index); });
+    const text* value =
+        reinterpret_cast<const text*>(DatumGetPointer(packed_value(PG_GETARG_DATUM(index))));
     return std::string_view(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
 }
 
@@ -109,15 +121,27 @@ void rethrow_for_element(const ArgumentError& error, int index) {
 
 std::vector<Datum> key_array_argument(FunctionCallInfo fcinfo, int index, const char* element) {
     const char* name = array_of(element);
-    const ArrayArgument array = array_argument(fcinfo, index, name, TEXTOID, true);
-    require_batch_size(name, static_cast<std::size_t>(array.count));
-    std::vector<Datum> keys(array.count);
-    for (int i = 0; i < array.count; ++i) {
+    if (PG_ARGISNULL(index))
+        throw ArgumentError::null(name);
+    // Read in place, flat or expanded (a plpgsql array variable): nothing is copied or
+    // deconstructed first. The parameter is text[], whose elements are all laid out as text.
+    AnyArrayType* array = nullptr;
+    call_postgres([&] { array = PG_GETARG_ANY_ARRAY_P(index); });
+    const int dimensions = AARR_NDIM(array);
+    if (dimensions > 1)
+        throw ArgumentError::invalid(name, "must be a one-dimensional array");
+    const int count = dimensions == 0 ? 0 : AARR_DIMS(array)[0];
+    require_batch_size(name, static_cast<std::size_t>(count));
+    std::vector<Datum> keys(count);
+    array_iter iterator;
+    array_iter_setup(&iterator, array);
+    for (int i = 0; i < count; ++i) {
+        bool null = false;
+        const Datum value = array_iter_next(&iterator, &null, i, -1, false, TYPALIGN_INT);
         try {
-            if (array.nulls[i])
+            if (null)
                 throw ArgumentError::null(element);
-            call_postgres(
-                [&] { keys[i] = PointerGetDatum(PG_DETOAST_DATUM_PACKED(array.values[i])); });
+            keys[i] = packed_value(value);
             require_key(element, VARSIZE_ANY_EXHDR(DatumGetPointer(keys[i])));
         } catch (const ArgumentError& error) {
             rethrow_for_element(error, i);

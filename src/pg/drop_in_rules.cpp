@@ -3,7 +3,9 @@
 #include <string>
 
 #include "pg/guard.hpp"
+#include "pg/memory_engine.hpp"
 #include "pg/policy_cache.hpp"
+#include "pg/state_engines.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -15,6 +17,19 @@ namespace {
 
 int caller_limits_setting = static_cast<int>(CallerLimits::kIgnore);
 bool require_policy_setting = false;
+
+// ratelimit.dropin_engine: 0 keeps the apps' tables; the others name an engine.
+constexpr int kAppTables = 0;
+int engine_setting = kAppTables;
+
+const config_enum_entry kEngineOptions[] = {
+    {"table", kAppTables, false},
+    {"unlogged", static_cast<int>(Engine::kUnlogged) + 1, false},
+    {"memory", static_cast<int>(Engine::kMemory) + 1, false},
+    {nullptr, 0, false}};
+
+// The counts of the apps' tables are integer columns: they stop at 2^31 - 1.
+constexpr std::int64_t kCountCeiling = 2147483647;
 
 const config_enum_entry kCallerLimitsOptions[] = {
     {"ignore", static_cast<int>(CallerLimits::kIgnore), false},
@@ -79,6 +94,102 @@ void define_drop_in_settings() {
         "Refuses a drop-in call without a policy for its name, except from service_role, "
         "superusers and the extension's owner.",
         nullptr, &require_policy_setting, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+    // Superuser only too: the API roles whose calls it governs must not move their own counts
+    // to an engine that forgets them (unlogged after a crash) or back.
+    DefineCustomEnumVariable(
+        "ratelimit.dropin_engine",
+        "Where the drop-in functions keep their counts: the apps' own tables (table), or the "
+        "unlogged or memory engine.",
+        "On unlogged or memory the apps' tables are not written; the decisions are the same.",
+        &engine_setting, kAppTables, kEngineOptions, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+}
+
+std::optional<Engine> drop_in_engine() {
+    if (engine_setting == kAppTables)
+        return std::nullopt;
+    return static_cast<Engine>(engine_setting - 1);
+}
+
+Datum drop_in_space(DropInSpace space) {
+    static const char* const kNames[] = {"drop-in/rpc_rate_limits", "drop-in/rate_limits",
+                                         "drop-in/rate_limit_buckets"};
+    static Datum made[3] = {0, 0, 0};
+    const int i = static_cast<int>(space);
+    if (made[i] == 0) {
+        call_postgres([&] {
+            MemoryContext caller = MemoryContextSwitchTo(TopMemoryContext);
+            made[i] = PointerGetDatum(cstring_to_text(kNames[i]));
+            MemoryContextSwitchTo(caller);
+        });
+    }
+    return made[i];
+}
+
+Datum user_name_key(const pg_uuid_t* user_id, Datum name) {
+    static const char kHex[] = "0123456789abcdef";
+    const text* name_text = reinterpret_cast<const text*>(DatumGetPointer(name));
+    const int name_bytes = static_cast<int>(VARSIZE_ANY_EXHDR(name_text));
+    Datum key = 0;
+    call_postgres([&] {
+        text* made = static_cast<text*>(palloc(VARHDRSZ + 37 + name_bytes));
+        SET_VARSIZE(made, VARHDRSZ + 37 + name_bytes);
+        char* out = VARDATA(made);
+        for (int i = 0; i < UUID_LEN; ++i) {
+            if (i == 4 || i == 6 || i == 8 || i == 10)
+                *out++ = '-';
+            *out++ = kHex[user_id->data[i] >> 4];
+            *out++ = kHex[user_id->data[i] & 0xF];
+        }
+        *out++ = ':';
+        memcpy(out, VARDATA_ANY(name_text), name_bytes);
+        key = PointerGetDatum(made);
+    });
+    return key;
+}
+
+Oid drop_in_state_schema() {
+    Oid schema = InvalidOid;
+    call_postgres([&] { schema = get_namespace_oid("ratelimit", false); });
+    return schema;
+}
+
+WindowCount count_in_window(Engine engine, const StateKey& key, Micros now, Micros new_window_end,
+                            bool end_inclusive, std::int64_t increment, const char* function_name) {
+    // The key's state is a rolling_window whose instant is the end of the open window I, decided
+    // at the clock moved forward to new_window_end E with a period P = E - now (+1 when the end
+    // instant is inside). The algorithm keeps counting while max(E, I) < I + P, which holds
+    // exactly while now < I (now <= I), whatever length this call passes; once it fails, the
+    // window restarts with its instant at the clock, E. The ceiling as the limit counts every
+    // call, allowed or not: the caller compares the count with its own limit.
+    Limit limit;
+    limit.algorithm = Algorithm::kRollingWindow;
+    limit.limit = kCountCeiling;
+    limit.burst = kCountCeiling;
+    limit.period = new_window_end - now + (end_inclusive ? 1 : 0);
+
+    Decision decision;
+    if (engine == Engine::kMemory) {
+        const MemoryKey memory = memory_key(key);
+        // Decided at the clock moved forward, but room for a new key is made at the real one:
+        // no other key that still counts is taken for expired.
+        decision = memory_decide(memory, limit, new_window_end, increment, Action::kConsume, now);
+        if (!decision.allowed && decision.remaining > 0)
+            decision = memory_decide(memory, limit, new_window_end, decision.remaining,
+                                     Action::kConsume, now);
+    } else {
+        EngineStorage storage;
+        StateEngine& state = state_engine(engine, drop_in_state_schema(), function_name, storage);
+        decision = state.decide(key, limit, new_window_end, increment, Action::kConsume);
+        if (!decision.allowed && decision.remaining > 0)
+            decision =
+                state.decide(key, limit, new_window_end, decision.remaining, Action::kConsume);
+    }
+    WindowCount count;
+    // Past the ceiling the count stays there (the second decision above fills the key to it).
+    count.count = decision.allowed ? kCountCeiling - decision.remaining : kCountCeiling;
+    // The wait until the key is fresh again is I + P - E, the rest of the open window.
+    count.window_end = now + decision.reset_after - (end_inclusive ? 1 : 0);
+    return count;
 }
 
 }  // namespace ratelimit::pg

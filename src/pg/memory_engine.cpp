@@ -14,6 +14,12 @@
 //  - The postmaster saves the store at shutdown without locks: by then every process that
 //    could touch it has exited.
 //
+// Room. The store never forgets a key that has not expired on its own: when a new key finds no
+// room, ratelimit.memory_when_full decides (deny: the consume is denied and nothing stored;
+// error: the call fails with 53200; evict: the least recently used key of the same database
+// goes). The first refusal or live eviction after a quiet minute logs a WARNING saying how many
+// and what to raise.
+//
 // Nothing here is transactional: a decision is in shared memory the moment the lock is
 // released, whatever the caller's transaction does next, and no WAL is written, so the engine
 // works in read-only transactions and on hot standbys.
@@ -33,7 +39,9 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
@@ -58,26 +66,41 @@ constexpr const char* kTrancheName = "ratelimit memory engine";
 constexpr const char* kStateFile = "pg_stat/ratelimit_memory.state";
 constexpr const char* kStateTempFile = "pg_stat/ratelimit_memory.state.tmp";
 constexpr std::uint32_t kFileMagic = 0x524C4D53;  // "RLMS"
-// Still 1: the state words added to a slot since (a bucket's measured limit and period, gcra's
-// last write) are zero in older files, which the core reads as "measured in the limit asked
-// for", so those files load as they are.
-constexpr std::uint32_t kFileVersion = 1;
+// 2: each key records its database, and a sliding_window log of any length follows its key
+// (version 1 kept at most 6 entries inside the key's fixed record). A version 1 file is
+// ignored with a LOG line: its keys cannot be told apart by database.
+constexpr std::uint32_t kFileVersion = 2;
 
 struct FileHeader {
     std::uint32_t magic;
     std::uint32_t version;
-    std::uint32_t slot_bytes;
+    std::uint32_t slot_bytes;  // the fixed part of each key (kSavedSlotFixedBytes)
     std::uint32_t partitions;
     HashSecret secret;
     Micros saved_at;
     std::int64_t count;
-    std::uint32_t entries_crc;  // CRC-32C of the `count` SavedSlots that follow
+    // CRC-32C of the `count` keys that follow, each its fixed part then its log_count entries
+    std::uint32_t entries_crc;
     std::uint32_t reserved;
 };
 
+enum WhenFull { kWhenFullDeny, kWhenFullError, kWhenFullEvict };
+const config_enum_entry kWhenFullOptions[] = {
+    {"deny", kWhenFullDeny, false},
+    {"error", kWhenFullError, false},
+    {"evict", kWhenFullEvict, false},
+    {nullptr, 0, false},
+};
+
 int capacity_setting = 100000;
+int log_blocks_setting = -1;
 int expire_interval_setting = 60;
 int snapshot_interval_setting = 0;
+int when_full_setting = kWhenFullDeny;
+int database_share_setting = 100;
+
+// A pressure WARNING at most this often.
+constexpr TimestampTz kPressureWarningInterval = 60 * USECS_PER_SEC;
 
 shmem_request_hook_type previous_shmem_request_hook = nullptr;
 shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
@@ -86,14 +109,24 @@ shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
 struct SharedState {
     LWLockPadded* locks;
     std::int64_t store_bytes;
+    // The last pressure WARNING (0: none yet), and the refusals and evictions counted then.
+    pg_atomic_uint64 warned_at;
+    pg_atomic_uint64 refusals_warned;
+    pg_atomic_uint64 evictions_warned;
 };
 
 // Set in the postmaster by the startup hook and inherited by every process it forks; null
 // when the library was not preloaded.
 SharedState* shared = nullptr;
 
+std::int64_t log_blocks() {
+    return log_blocks_setting < 0 ? default_memory_log_blocks(capacity_setting)
+                                  : log_blocks_setting;
+}
+
 std::size_t shared_size() {
-    return MAXALIGN(sizeof(SharedState)) + MemoryStore::bytes_needed(capacity_setting);
+    return MAXALIGN(sizeof(SharedState)) +
+           MemoryStore::bytes_needed(capacity_setting, log_blocks());
 }
 
 void* store_block() {
@@ -131,12 +164,25 @@ bool stopped_cleanly() {
     return clean;
 }
 
+// Reads one key of the file into `saved`, adding its bytes to `crc`: false at the end of the
+// file, on a short read, or on a log longer than any this version writes.
+bool read_saved(FILE* file, SavedSlot& saved, pg_crc32c* crc) {
+    if (fread(&saved, kSavedSlotFixedBytes, 1, file) != 1 || saved.log_count > kMaxSlidingLog)
+        return false;
+    const std::size_t entries = saved.log_count;
+    if (entries > 0 && fread(saved.log, sizeof(LogEntry), entries, file) != entries)
+        return false;
+    COMP_CRC32C(*crc, &saved, kSavedSlotFixedBytes);
+    COMP_CRC32C(*crc, saved.log, entries * sizeof(LogEntry));
+    return true;
+}
+
 // Reads the saved store into the (just created, empty) block. Any problem with the file is
 // logged and leaves the store empty: a bad file must never stop the server from starting.
 // After a clean stop the file is what that stop saved. After a crash it can only be a
 // snapshot, and it is used only while snapshots are on: one left from when they were on must
 // not bring back old counts.
-void load_saved_state() {
+void load_state_file() {
     if (snapshot_interval_setting == 0 && !stopped_cleanly()) {
         if (unlink(kStateFile) == 0)
             ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly and snapshots are "
@@ -150,30 +196,33 @@ void load_saved_state() {
                           errmsg("ratelimit: could not read \"%s\": %m", kStateFile)));
         return;
     }
-    const char* problem = nullptr;
+    char problem[160] = {0};
     FileHeader header;
-    SavedSlot saved;
+    // Plain data only here (no destructor): the postmaster has no error recovery to unwind.
+    static SavedSlot saved;
     if (fread(&header, sizeof header, 1, file) != 1 || header.magic != kFileMagic) {
-        problem = "not a ratelimit memory engine file";
-    } else if (header.version != kFileVersion || header.slot_bytes != sizeof(SavedSlot) ||
+        snprintf(problem, sizeof problem, "not a ratelimit memory engine file");
+    } else if (header.version != kFileVersion) {
+        snprintf(problem, sizeof problem,
+                 "written in format version %u, and this version of ratelimit reads version %u",
+                 header.version, kFileVersion);
+    } else if (header.slot_bytes != kSavedSlotFixedBytes ||
                header.partitions != kMemoryPartitions || header.count < 0) {
-        problem = "written by another version";
+        snprintf(problem, sizeof problem, "its header does not match this build");
     } else {
         // First pass: the whole file must be intact before anything from it is used.
         pg_crc32c crc;
         INIT_CRC32C(crc);
         std::int64_t read = 0;
-        while (read < header.count && fread(&saved, sizeof saved, 1, file) == 1) {
-            COMP_CRC32C(crc, &saved, sizeof saved);
+        while (read < header.count && read_saved(file, saved, &crc))
             ++read;
-        }
         FIN_CRC32C(crc);
         if (read != header.count || fgetc(file) != EOF)
-            problem = "its length does not match its header";
+            snprintf(problem, sizeof problem, "its length does not match its header");
         else if (!EQ_CRC32C(crc, header.entries_crc))
-            problem = "its checksum does not match";
+            snprintf(problem, sizeof problem, "its checksum does not match");
     }
-    if (problem != nullptr) {
+    if (problem[0] != '\0') {
         ereport(LOG, (errmsg("ratelimit: ignoring \"%s\": %s; the memory engine starts empty",
                              kStateFile, problem)));
         FreeFile(file);
@@ -181,12 +230,14 @@ void load_saved_state() {
         return;
     }
     // The keys were hashed with the saved secret: the store must keep using it.
-    MemoryStore store = MemoryStore::create(store_block(), capacity_setting, header.secret);
+    MemoryStore store =
+        MemoryStore::create(store_block(), capacity_setting, log_blocks(), header.secret);
     const Micros now = clock_now();
     std::int64_t restored = 0;
     if (fseeko(file, static_cast<off_t>(sizeof header), SEEK_SET) == 0) {
-        for (std::int64_t i = 0; i < header.count && fread(&saved, sizeof saved, 1, file) == 1;
-             ++i) {
+        pg_crc32c ignored;
+        INIT_CRC32C(ignored);
+        for (std::int64_t i = 0; i < header.count && read_saved(file, saved, &ignored); ++i) {
             if (store.restore(saved, now))
                 ++restored;
         }
@@ -216,13 +267,16 @@ void start_shared_memory() {
     if (!found) {
         shared->locks = GetNamedLWLockTranche(kTrancheName);
         shared->store_bytes = static_cast<std::int64_t>(shared_size());
-        MemoryStore::create(store_block(), capacity_setting, fresh_secret());
+        pg_atomic_init_u64(&shared->warned_at, 0);
+        pg_atomic_init_u64(&shared->refusals_warned, 0);
+        pg_atomic_init_u64(&shared->evictions_warned, 0);
+        MemoryStore::create(store_block(), capacity_setting, log_blocks(), fresh_secret());
     }
     LWLockRelease(AddinShmemInitLock);
     if (!IsUnderPostmaster) {
         on_shmem_exit(save_at_shutdown, 0);
         if (!found)
-            load_saved_state();
+            load_state_file();
     }
 }
 
@@ -242,14 +296,105 @@ void start_shared_memory() {
 }
 
 // A decision's scratch state, reused by every call of this backend so that a decision
-// allocates nothing: a sliding_window log never grows past kMemoryLogCapacity + 1.
+// allocates nothing: a sliding_window log never grows past kMaxSlidingLog + 1.
 KeyState& scratch_state() {
     static KeyState scratch = [] {
         KeyState state;
-        state.log.reserve(kMemoryLogCapacity + 1);
+        state.log.reserve(kMaxSlidingLog + 1);
         return state;
     }();
     return scratch;
+}
+
+// This backend's database in the store (its row found once: a backend never changes
+// database), its share, and the choice when full, as the settings stand now.
+Tenant current_tenant() {
+    static int database = -1;
+    if (database < 0)
+        database = MemoryStore::attach(store_block()).database_index(MyDatabaseId);
+    Tenant tenant;
+    tenant.database = database;
+    if (database_share_setting < 100)
+        tenant.share = std::max<std::int64_t>(
+            1, static_cast<std::int64_t>(capacity_setting) * database_share_setting / 100);
+    tenant.evict = when_full_setting == kWhenFullEvict;
+    return tenant;
+}
+
+const char* shortage_setting(Shortage shortage) {
+    switch (shortage) {
+        case Shortage::kShareFull:
+            return "ratelimit.memory_database_share";
+        case Shortage::kLogPoolFull:
+            return "ratelimit.memory_log_blocks";
+        default:
+            return "ratelimit.memory_capacity";
+    }
+}
+
+const char* shortage_text(Shortage shortage) {
+    switch (shortage) {
+        case Shortage::kShareFull:
+            return "This database holds its share of the store "
+                   "(ratelimit.memory_database_share)";
+        case Shortage::kLogPoolFull:
+            return "Every sliding_window log block of the key's partition holds a key that "
+                   "still counts";
+        default:
+            return "Every slot of the key's partition holds a key that still counts";
+    }
+}
+
+// After a call that refused or evicted: a WARNING when the last one is a minute old (one
+// process wins the race to write it), with the counts since, and the error when the choice is
+// `error`. Called with no lock held.
+void after_pressure(const RoomReport& room) {
+    if (!room.refused && room.evicted == 0)
+        return;
+    const TimestampTz now = GetCurrentTimestamp();
+    std::uint64_t last = pg_atomic_read_u64(&shared->warned_at);
+    if (now - static_cast<TimestampTz>(last) >= kPressureWarningInterval &&
+        pg_atomic_compare_exchange_u64(&shared->warned_at, &last,
+                                       static_cast<std::uint64_t>(now))) {
+        MemoryStore store = MemoryStore::attach(store_block());
+        std::int64_t refusals = 0;
+        std::int64_t evictions = 0;
+        for (int d = 0; d < kMaxMemoryDatabases; ++d) {
+            const MemoryDatabaseStats row = store.database_stats(d);
+            refusals += row.refusals;
+            evictions += row.evictions;
+        }
+        const auto new_refusals =
+            static_cast<long long>(refusals - static_cast<std::int64_t>(pg_atomic_exchange_u64(
+                                                  &shared->refusals_warned, refusals)));
+        const auto new_evictions =
+            static_cast<long long>(evictions - static_cast<std::int64_t>(pg_atomic_exchange_u64(
+                                                   &shared->evictions_warned, evictions)));
+        const char* setting = shortage_setting(room.shortage);
+        const char* why = shortage_text(room.shortage);
+        const int capacity = capacity_setting;
+        call_postgres([&] {
+            ereport(WARNING,
+                    (errmsg("ratelimit: the memory engine is full: %lld calls refused and %lld "
+                            "keys evicted before they expired since the last warning",
+                            new_refusals, new_evictions),
+                     errdetail("%s; ratelimit.memory_when_full decides what happens then.", why),
+                     errhint("Raise %s (ratelimit.memory_capacity is %d keys), or see "
+                             "ratelimit.memory_stats_by_database() for who holds the keys.",
+                             setting, capacity)));
+        });
+    }
+    if (room.refused && when_full_setting == kWhenFullError) {
+        const char* setting = shortage_setting(room.shortage);
+        const char* why = shortage_text(room.shortage);
+        call_postgres([&] {
+            ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+                            errmsg("ratelimit: the memory engine has no room for a new key"),
+                            errdetail("%s, and ratelimit.memory_when_full is error.", why),
+                            errhint("Raise %s, or set ratelimit.memory_when_full to deny or evict.",
+                                    setting)));
+        });
+    }
 }
 
 // Runs `work` on the store under `partition`'s lock. LWLockRelease cannot fail for a lock
@@ -274,13 +419,22 @@ auto with_partition(int partition, LWLockMode mode, Work&& work) {
 void define_memory_settings() {
     // A PGC_POSTMASTER setting can only be defined while the postmaster loads the library;
     // without preloading there is no store to size.
-    if (process_shared_preload_libraries_in_progress)
+    if (process_shared_preload_libraries_in_progress) {
         DefineCustomIntVariable(
             "ratelimit.memory_capacity",
             "Keys the memory engine can track at once (about 124 bytes of shared memory each).",
-            "A full store frees expired keys first, then evicts the least recently used.",
+            "A full store frees expired keys first; then ratelimit.memory_when_full decides.",
             &capacity_setting, 100000, static_cast<int>(kMinMemoryCapacity),
             static_cast<int>(kMaxMemoryCapacity), PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+        DefineCustomIntVariable(
+            "ratelimit.memory_log_blocks",
+            "Blocks for sliding_window logs longer than a slot holds (1 kB each; -1: one per "
+            "32 keys of ratelimit.memory_capacity, at least 1024).",
+            "A key whose log needs a block when none is free is treated as a new key in a full "
+            "store (ratelimit.memory_when_full).",
+            &log_blocks_setting, -1, -1, static_cast<int>(kMaxMemoryLogBlocks), PGC_POSTMASTER, 0,
+            nullptr, nullptr, nullptr);
+    }
     DefineCustomIntVariable(
         "ratelimit.memory_expire_interval",
         "How often the memory engine's worker frees the keys whose state has expired.", nullptr,
@@ -290,6 +444,23 @@ void define_memory_settings() {
         "How often the memory engine's worker saves the store to disk (0 = only at shutdown).",
         "A crash loses at most this much of the memory engine's state.", &snapshot_interval_setting,
         0, 0, 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
+    // Superuser-set, so that ALTER DATABASE and ALTER ROLE can choose it and the callers it
+    // limits cannot.
+    DefineCustomEnumVariable(
+        "ratelimit.memory_when_full",
+        "What the memory engine does with a new key when there is no room for it: deny, error "
+        "or evict.",
+        "deny: the call is denied and nothing is stored; error: the call fails (SQLSTATE "
+        "53200); evict: the least recently used key of the same database is forgotten. Keys "
+        "that have expired are always reclaimed first.",
+        &when_full_setting, kWhenFullDeny, kWhenFullOptions, PGC_SUSET, 0, nullptr, nullptr,
+        nullptr);
+    DefineCustomIntVariable(
+        "ratelimit.memory_database_share",
+        "The percentage of ratelimit.memory_capacity one database's keys may hold.",
+        "A database at its share is treated as a full store for its new keys "
+        "(ratelimit.memory_when_full).",
+        &database_share_setting, 100, 1, 100, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
 }
 
 void install_memory_engine() {
@@ -331,19 +502,72 @@ MemoryKey memory_key(const StateKey& state_key) {
     return result;
 }
 
+namespace {
+
+// The key this backend's store last refused for lack of room, and the statement that asked: a
+// count_denied lockout that follows the refusal in the same statement (ratelimit.check) cannot
+// be stored either, and must not turn that denial into an error.
+struct LastRefusal {
+    KeyHash key;
+    TimestampTz statement = 0;
+};
+LastRefusal last_refusal;
+
+void note_refusal(const KeyHash& key) {
+    last_refusal.key = key;
+    last_refusal.statement = GetCurrentStatementStartTimestamp();
+}
+
+bool refused_in_this_statement(const KeyHash& key) {
+    return last_refusal.statement == GetCurrentStatementStartTimestamp() && last_refusal.key == key;
+}
+
+}  // namespace
+
 Decision memory_decide(const MemoryKey& key, const Limit& limit, Micros now, std::int64_t cost,
-                       Action action) {
+                       Action action, Micros room_clock) {
     KeyState& scratch = scratch_state();
-    return with_partition(key.partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
-        return store.decide(key.partition, key.hash, limit, now, cost, action, scratch);
+    Tenant tenant = current_tenant();
+    tenant.clock = room_clock;
+    RoomReport room;
+    const Decision decision = with_partition(key.partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
+        const Decision decided =
+            store.decide(key.partition, key.hash, limit, now, cost, action, scratch, tenant);
+        room = store.last_room();
+        return decided;
     });
+    if (room.refused)
+        note_refusal(key.hash);
+    after_pressure(room);
+    return decision;
 }
 
 Micros memory_block(const MemoryKey& key, Micros until, Micros now) {
     KeyState& scratch = scratch_state();
-    return with_partition(key.partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
-        return store.block(key.partition, key.hash, until, now, scratch);
+    const Tenant tenant = current_tenant();
+    RoomReport room;
+    const Micros blocked = with_partition(key.partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
+        const Micros end = store.block(key.partition, key.hash, until, now, scratch, tenant);
+        room = store.last_room();
+        return end;
     });
+    after_pressure(room);
+    if (blocked < 0 && refused_in_this_statement(key.hash))
+        return now;  // a count_denied lockout of a key just denied for lack of room
+    if (blocked < 0) {
+        // Blocking is an administrator's act: with deny too, a block that cannot be stored is
+        // an error rather than a silent no-op.
+        const char* setting = shortage_setting(room.shortage);
+        const char* why = shortage_text(room.shortage);
+        call_postgres([&] {
+            ereport(ERROR,
+                    (errcode(ERRCODE_OUT_OF_MEMORY),
+                     errmsg("ratelimit: the memory engine has no room to block a new key"),
+                     errdetail("%s.", why),
+                     errhint("Raise %s, or set ratelimit.memory_when_full to evict.", setting)));
+        });
+    }
+    return blocked;
 }
 
 bool memory_reset(const MemoryKey& key) {
@@ -359,7 +583,15 @@ bool memory_consume_all(MemoryTierCall* calls, int count, Micros now, std::int64
         partitions[locked++] = calls[i].key.partition;
     std::sort(partitions, partitions + locked);
     locked = static_cast<int>(std::unique(partitions, partitions + locked) - partitions);
+    // The keys of the call: room is made for them, never from them.
+    std::vector<KeyHash> keep(static_cast<std::size_t>(count));
+    for (int i = 0; i < count; ++i)
+        keep[static_cast<std::size_t>(i)] = calls[i].key.hash;
+    const Tenant tenant = current_tenant();
+    RoomReport room;
+    std::optional<KeyHash> refused;
     int held = 0;
+    bool allowed = true;
     try {
         for (; held < locked; ++held) {
             LWLock* lock = partition_lock(partitions[held]);
@@ -367,30 +599,77 @@ bool memory_consume_all(MemoryTierCall* calls, int count, Micros now, std::int64
         }
         MemoryStore store = MemoryStore::attach(store_block());
         KeyState& scratch = scratch_state();
-        bool allowed = true;
         for (int i = 0; i < count; ++i) {
             MemoryTierCall& call = calls[i];
             call.before = store.decide(call.key.partition, call.key.hash, call.limit, now, cost,
-                                       Action::kPeek, scratch);
+                                       Action::kPeek, scratch, tenant);
             if (call.enforced && !call.before.allowed)
                 allowed = false;
+        }
+        if (charge && allowed) {
+            // Room for every charge first, so that none can be refused half-way: a key that
+            // cannot have it denies the whole decision.
+            for (int k = 0; k < locked && allowed; ++k) {
+                const int p = partitions[k];
+                MemoryStore::Need need;
+                int first = -1;
+                for (int i = 0; i < count; ++i) {
+                    if (calls[i].key.partition != p || !calls[i].before.allowed)
+                        continue;
+                    const MemoryStore::Need one =
+                        store.need_for_consume(p, calls[i].key.hash, calls[i].limit, cost);
+                    if ((one.slots > 0 || one.blocks > 0) && first < 0)
+                        first = i;
+                    need.slots += one.slots;
+                    need.blocks += one.blocks;
+                }
+                if (first >= 0 && !store.reserve(p, now, tenant, need, keep.data(), count)) {
+                    calls[first].before =
+                        store.refusal(p, calls[first].limit, calls[first].before, now);
+                    refused = calls[first].key.hash;
+                    allowed = false;
+                }
+            }
+            room = store.last_room();
         }
         for (int i = 0; charge && allowed && i < count; ++i) {
             MemoryTierCall& call = calls[i];
             if (!call.before.allowed)
                 continue;
             call.result = store.decide(call.key.partition, call.key.hash, call.limit, now, cost,
-                                       Action::kConsume, scratch);
+                                       Action::kConsume, scratch, tenant);
             call.charged = true;
         }
+        for (int k = 0; k < locked; ++k)
+            store.release(partitions[k], tenant);
         while (held > 0)
             LWLockRelease(partition_lock(partitions[--held]));
-        return allowed;
     } catch (...) {
+        MemoryStore store = MemoryStore::attach(store_block());
+        for (int k = 0; k < held; ++k)
+            store.release(partitions[k], tenant);
         while (held > 0)
             LWLockRelease(partition_lock(partitions[--held]));
         throw;
     }
+    if (refused)
+        note_refusal(*refused);
+    after_pressure(room);
+    return allowed;
+}
+
+int memory_database_stats(MemoryDatabaseStats* rows, std::int64_t* share_limit) {
+    if (shared == nullptr)
+        not_available();
+    MemoryStore store = MemoryStore::attach(store_block());
+    int count = 0;
+    for (int d = 0; d < kMaxMemoryDatabases; ++d) {
+        const MemoryDatabaseStats row = store.database_stats(d);
+        if (row.oid != 0 || row.entries != 0 || row.refusals != 0 || row.evictions != 0)
+            rows[count++] = row;
+    }
+    *share_limit = static_cast<std::int64_t>(capacity_setting) * database_share_setting / 100;
+    return count;
 }
 
 MemoryStats memory_stats(std::int64_t* shared_bytes) {
@@ -429,7 +708,7 @@ bool memory_save() {
     FileHeader header{};
     header.magic = kFileMagic;
     header.version = kFileVersion;
-    header.slot_bytes = sizeof(SavedSlot);
+    header.slot_bytes = kSavedSlotFixedBytes;
     header.partitions = kMemoryPartitions;
     header.secret = store.secret();
     header.saved_at = clock_now();
@@ -440,8 +719,11 @@ bool memory_save() {
         if (lock)
             LWLockAcquire(partition_lock(p), LW_SHARED);
         store.for_each_oldest_first(p, [&](const SavedSlot& saved) {
-            if (written && fwrite(&saved, sizeof saved, 1, file) == 1) {
-                COMP_CRC32C(crc, &saved, sizeof saved);
+            const std::size_t entries = saved.log_count;
+            if (written && fwrite(&saved, kSavedSlotFixedBytes, 1, file) == 1 &&
+                (entries == 0 || fwrite(saved.log, sizeof(LogEntry), entries, file) == entries)) {
+                COMP_CRC32C(crc, &saved, kSavedSlotFixedBytes);
+                COMP_CRC32C(crc, saved.log, entries * sizeof(LogEntry));
                 ++header.count;
             } else {
                 written = false;

@@ -28,8 +28,10 @@ struct MemoryKey {
 };
 MemoryKey memory_key(const StateKey& key);
 
+// `room_clock` (when not -1) is the real clock when `now` runs ahead of it: room for a new key
+// is made at that instant (see Tenant::clock).
 Decision memory_decide(const MemoryKey& key, const Limit& limit, Micros now, std::int64_t cost,
-                       Action action);
+                       Action action, Micros room_clock = -1);
 Micros memory_block(const MemoryKey& key, Micros until, Micros now);
 bool memory_reset(const MemoryKey& key);
 
@@ -45,14 +47,20 @@ struct MemoryTierCall {
 
 // Decides `calls` as one: every partition they live in is locked for the whole decision (in
 // partition order, so two such decisions cannot deadlock). If every enforced call would be
-// allowed, each call that would be allowed is charged and true is returned; otherwise nothing
-// changes and false is returned. With `charge` false, only the peeks are made (to report the
-// keys when another engine's tier has already denied). No two calls may have the same key.
+// allowed, and room can be made for every charge (a new key's slot, a log's block), each call
+// that would be allowed is charged and true is returned; otherwise nothing changes and false
+// is returned (a call that found no room reports the denial in `before`). With `charge` false, only
+// the peeks are made (to report the keys when another engine's tier has already denied). No two
+// calls may have the same key.
 bool memory_consume_all(MemoryTierCall* calls, int count, Micros now, std::int64_t cost,
                         bool charge);
 
 // Summed over partitions, each read under its lock; `shared_bytes` is the store's block.
 MemoryStats memory_stats(std::int64_t* shared_bytes);
+
+// The rows of the store's database table in use, into `rows` (kMaxMemoryDatabases of them);
+// returns how many. `share_limit` is the most keys one database may hold now.
+int memory_database_stats(MemoryDatabaseStats* rows, std::int64_t* share_limit);
 
 // ---- for the worker (src/pg/memory_worker.cpp); plain C-style code, no C++ objects ----
 

@@ -6,6 +6,7 @@
 #include "pg/memory_engine.hpp"
 #include "pg/policy_counters.hpp"
 #include "pg/postgres.hpp"
+#include "pg/pre_request.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;
@@ -18,6 +19,7 @@ void _PG_init(void) {
     ratelimit::pg::define_jwt_settings();
     ratelimit::pg::define_memory_settings();
     ratelimit::pg::define_policy_settings();
+    ratelimit::pg::define_pre_request_settings();
     // The memory engine's shared memory can only be requested while the postmaster loads
     // shared_preload_libraries; loaded later, the library serves the table engines and the
     // memory engine answers every call with an error naming that setting.

@@ -14,8 +14,9 @@
 #include "pg/guard.hpp"
 #include "pg/key_state_table.hpp"
 #include "pg/memory_engine.hpp"
-#include "pg/state_engines.hpp"
 #include "pg/postgres.hpp"
+#include "pg/result_row.hpp"
+#include "pg/state_engines.hpp"
 
 extern "C" {
 #include "utils/array.h"
@@ -73,12 +74,10 @@ Micros now_checked() {
     return now;
 }
 
-// What a call site looks up once and keeps for its later calls (in fn_extra, which lives as
-// long as the calling expression): the schema the function lives in, where its tables are, and
-// the descriptor of the decision row it returns.
+// What a call site looks up once and keeps for the rest of its statement (in fn_extra): the
+// schema the function lives in, where the table engines' tables are.
 struct CallSite {
     Oid schema = InvalidOid;
-    TupleDesc decision = nullptr;
 };
 
 // Called inside call_postgres().
@@ -103,34 +102,46 @@ std::int64_t milliseconds_rounded_up(Micros span) {
     return span <= 0 ? 0 : (span + 999) / 1000;
 }
 
+constexpr int kDecisionColumns = 5;
+
+// The columns of a ratelimit.decision row.
+void decision_values(const Decision& decision, Datum* values) {
+    values[0] = BoolGetDatum(decision.allowed);
+    values[1] = Int32GetDatum(static_cast<std::int32_t>(decision.limit));
+    values[2] = Int32GetDatum(static_cast<std::int32_t>(decision.remaining));
+    values[3] = Int64GetDatum(milliseconds_rounded_up(decision.retry_after));
+    values[4] = Int64GetDatum(milliseconds_rounded_up(decision.reset_after));
+}
+
+void decision_row_values(const void* rows, int index, Datum* values) {
+    decision_values(static_cast<const Decision*>(rows)[index], values);
+}
+
+// Called inside call_postgres(): the descriptor of the rows the function returns.
+TupleDesc decision_descriptor(FunctionCallInfo fcinfo) {
+    TupleDesc desc = returned_row_descriptor(fcinfo);
+    if (desc->natts != kDecisionColumns)
+        elog(ERROR, "ratelimit: the function must return ratelimit.decision");
+    return desc;
+}
+
 Datum decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
-    Datum values[5] = {BoolGetDatum(decision.allowed),
-                       Int32GetDatum(static_cast<std::int32_t>(decision.limit)),
-                       Int32GetDatum(static_cast<std::int32_t>(decision.remaining)),
-                       Int64GetDatum(milliseconds_rounded_up(decision.retry_after)),
-                       Int64GetDatum(milliseconds_rounded_up(decision.reset_after))};
-    bool nulls[5] = {false, false, false, false, false};
+    Datum values[kDecisionColumns];
+    bool nulls[kDecisionColumns] = {false, false, false, false, false};
+    decision_values(decision, values);
     Datum result = 0;
     call_postgres([&] {
-        CallSite* site = call_site(fcinfo);
-        // The row's descriptor is built once per call site, blessed (so the row can be read
-        // back by its type id) and copied into the call site's memory. A function returning
-        // ratelimit.decision[] gets its element type's descriptor.
-        if (site->decision == nullptr) {
-            const Oid element = get_element_type(get_func_rettype(fcinfo->flinfo->fn_oid));
-            MemoryContext caller = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
-            TupleDesc desc = nullptr;
-            if (OidIsValid(element)) {
-                desc = lookup_rowtype_tupdesc_copy(element, -1);
-            } else if (get_call_result_type(fcinfo, nullptr, &desc) == TYPEFUNC_COMPOSITE) {
-                desc = CreateTupleDescCopy(desc);
-            } else {
-                elog(ERROR, "ratelimit: the function must return ratelimit.decision");
-            }
-            site->decision = BlessTupleDesc(desc);
-            MemoryContextSwitchTo(caller);
-        }
-        result = HeapTupleGetDatum(heap_form_tuple(site->decision, values, nulls));
+        result = HeapTupleGetDatum(heap_form_tuple(decision_descriptor(fcinfo), values, nulls));
+    });
+    return result;
+}
+
+// A ratelimit.decision[] of `count` decisions, built in one piece (row_array).
+Datum decision_array(FunctionCallInfo fcinfo, const Decision* decisions, std::size_t count) {
+    Datum result = 0;
+    call_postgres([&] {
+        result = row_array(decision_descriptor(fcinfo), static_cast<int>(count),
+                           decision_row_values, decisions);
     });
     return result;
 }
@@ -193,18 +204,7 @@ Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_nam
     const Micros now = now_checked();
     std::vector<Decision> decisions(keys.size());
     engine.decide_each(state_keys, call.limit, now, call.cost, action, decisions.data());
-
-    Datum* elements = nullptr;
-    call_postgres([&] { elements = static_cast<Datum*>(palloc(sizeof(Datum) * keys.size())); });
-    for (std::size_t i = 0; i < decisions.size(); ++i)
-        elements[i] = decision_datum(fcinfo, decisions[i]);
-    Datum result = 0;
-    call_postgres([&] {
-        const Oid row_type = call_site(fcinfo)->decision->tdtypeid;
-        result = PointerGetDatum(construct_array(elements, static_cast<int>(keys.size()), row_type,
-                                                 -1, false, TYPALIGN_DOUBLE));
-    });
-    return result;
+    return decision_array(fcinfo, decisions.data(), decisions.size());
 }
 
 Datum consume_many_body(FunctionCallInfo fcinfo) {
@@ -348,17 +348,10 @@ Datum consume_all_body(FunctionCallInfo fcinfo) {
     sort_tiers(tiers, keys);
     const bool allowed = decide_tiers(tiers, keys, schema, "ratelimit.consume_all()", now, cost);
 
-    Datum* elements = nullptr;
-    Datum result = 0;
-    call_postgres([&] { elements = static_cast<Datum*>(palloc(sizeof(Datum) * tiers.size())); });
+    std::vector<Decision> decisions(tiers.size());
     for (const TierCall& tier : tiers)
-        elements[tier.index] = decision_datum(fcinfo, reported_decision(tier, allowed));
-    call_postgres([&] {
-        const Oid row_type = call_site(fcinfo)->decision->tdtypeid;
-        result = PointerGetDatum(construct_array(elements, static_cast<int>(tiers.size()), row_type,
-                                                 -1, false, TYPALIGN_DOUBLE));
-    });
-    return result;
+        decisions[tier.index] = reported_decision(tier, allowed);
+    return decision_array(fcinfo, decisions.data(), decisions.size());
 }
 
 // ratelimit.validate_limit(): the checks consume makes on its settings, and nothing else.

@@ -27,7 +27,9 @@ extern "C" {
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
 #include "commands/sequence.h"
+#include "common/hmac.h"
 #include "common/pg_prng.h"
+#include "common/sha2.h"
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
 #include "utils/inet.h"
@@ -305,11 +307,15 @@ void apply_answer(FunctionCallInfo fcinfo, Oid schema, const PolicyCall& call,
         const bool enforced = !call.policies[request].rule->shadow;
         log_denial(fcinfo, call, request, retry_after, enforced, now);
     }
+    std::vector<bool> near(answer.outcomes.size(), false);
+    const double ratio = near_limit_ratio();
+    for (const PolicyAnswer::Charged& charged : answer.charged)
+        near[charged.request] = near_limit(charged.limit, charged.remaining, ratio);
     for (std::size_t i = 0; i < answer.outcomes.size(); ++i) {
         if (answer.outcomes[i] == PolicyOutcome::kNone)
             continue;
         count_outcome(call.policies[i].rule->name, text_bytes(call.policies[i].subject),
-                      answer.outcomes[i], now);
+                      answer.outcomes[i], now, near[i]);
     }
 }
 
@@ -512,8 +518,88 @@ DecisionView decision_view(const PolicyCall& call, const PolicyAnswer& answer, M
     return view;
 }
 
+// The pk parameter: HMAC-SHA-256 of the policy's name, a NUL and the subject as given, keyed
+// with the database's ratelimit.partition_key_secret, cut to kPartitionKeyBytes. A client can
+// tell whether two responses count against the same subject, never which subject (it cannot
+// know the secret); the name in the hash keeps one subject's keys apart across policies.
+constexpr std::size_t kPartitionKeyBytes = 12;
+
+std::optional<std::string> partition_key(const PolicyCatalog& catalog,
+                                         const ResolvedPolicy& resolved) {
+    if (catalog.partition_secret.empty())
+        return std::nullopt;
+    const std::string& secret = catalog.partition_secret;
+    const std::string& name = resolved.rule->name;
+    const std::string_view subject = text_bytes(resolved.key);
+    uint8 digest[PG_SHA256_DIGEST_LENGTH];
+    call_postgres([&] {
+        pg_hmac_ctx* context = pg_hmac_create(PG_SHA256);
+        if (context == nullptr)
+            ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+        const uint8 separator = 0;
+        const bool failed =
+            pg_hmac_init(context, reinterpret_cast<const uint8*>(secret.data()), secret.size()) <
+                0 ||
+            pg_hmac_update(context, reinterpret_cast<const uint8*>(name.data()), name.size()) < 0 ||
+            pg_hmac_update(context, &separator, 1) < 0 ||
+            pg_hmac_update(context, reinterpret_cast<const uint8*>(subject.data()),
+                           subject.size()) < 0 ||
+            pg_hmac_final(context, digest, sizeof digest) < 0;
+        pg_hmac_free(context);
+        if (failed)
+            elog(ERROR, "ratelimit: could not compute a partition key");
+    });
+    return std::string(reinterpret_cast<const char*>(digest), kPartitionKeyBytes);
+}
+
+std::optional<std::string> quota_unit(const PolicyCatalog& catalog, const PolicyRule& rule) {
+    const std::string* unit = catalog.quota_unit(rule.name);
+    return unit != nullptr ? std::optional<std::string>(*unit) : std::nullopt;
+}
+
+// What the IETF fields and the problem body say beyond the decision: the reported policy's qu
+// and pk, the call's other enforced policies (each as its key stands after the call: one peek
+// each), and the policies that denied.
+void add_http_items(const PolicyCatalog& catalog, Oid schema, const PolicyCall& call,
+                    const PolicyPlan& plan, const PolicyAnswer& answer, Micros now,
+                    DecisionView* view) {
+    for (std::size_t i = 0; i < answer.outcomes.size(); ++i) {
+        if (answer.outcomes[i] == PolicyOutcome::kDenied)
+            view->violated.push_back(call.policies[i].rule->name);
+    }
+    if (!answer.policy)
+        return;
+    const ResolvedPolicy& reported = call.policies[*answer.policy];
+    view->quota_unit = quota_unit(catalog, *reported.rule);
+    view->partition_key = partition_key(catalog, reported);
+    if (plan.kind != PolicyPlan::Kind::kDecide)
+        return;  // the call ended at the reported policy
+    for (const PolicyPlan::Checked& checked : plan.checked) {
+        if (!checked.enforced || checked.request == *answer.policy)
+            continue;
+        const ResolvedPolicy& resolved = call.policies[checked.request];
+        EngineStorage storage;
+        StateEngine& engine =
+            state_engine(resolved.rule->engine, schema, "ratelimit.check_http()", storage);
+        const Decision peek =
+            engine.decide(StateKey{resolved.space, resolved.subject}, checked.limit, now,
+                          std::max<std::int64_t>(call.cost, 1), Action::kPeek);
+        PolicyItem item;
+        item.name = resolved.rule->name;
+        item.limit = peek.limit;
+        item.remaining = peek.remaining;
+        item.denies = answer.outcomes[checked.request] == PolicyOutcome::kDenied;
+        item.wait_ms = milliseconds_up(item.denies ? peek.retry_after : peek.reset_after);
+        item.period_ms = (checked.limit.period + 500) / 1000;
+        item.quota_unit = quota_unit(catalog, *resolved.rule);
+        item.partition_key = partition_key(catalog, resolved);
+        view->others.push_back(std::move(item));
+    }
+}
+
 // check_http(): one round trip for an edge function: the decision, its status, headers and
-// 429 body, and the decision as an object.
+// 429 body, and the decision as an object. Decided as check_all decides, keeping the plan for
+// the fields of every policy.
 Datum check_http_body(FunctionCallInfo fcinfo) {
     // The formats are checked before anything is charged.
     const ResetFormat format =
@@ -522,10 +608,15 @@ Datum check_http_body(FunctionCallInfo fcinfo) {
         parse_body_shape("p_body_shape", name_argument(fcinfo, 7, "p_body_shape"));
     const Oid schema = call_schema(fcinfo);
     const Micros now = now_checked();
-    PolicyCall call;
-    const PolicyAnswer answer =
-        decide_call(fcinfo, ArgumentNames{"p_policies", "p_keys", false}, schema, now, &call);
-    const DecisionView view = decision_view(call, answer, now);
+    const ArgumentNames names{"p_policies", "p_keys", false};
+    const PolicyCatalog& catalog = policy_catalog(schema);
+    const TextList policies = text_list(fcinfo, 0, names.scalar, names.policies);
+    const TextList keys = text_list(fcinfo, 1, names.scalar, names.keys);
+    const PolicyCall call = read_policy_call(fcinfo, names, catalog, now, policies, keys);
+    const PolicyPlan plan = plan_call(call, now);
+    const PolicyAnswer answer = decide_planned(fcinfo, schema, call, plan, now);
+    DecisionView view = decision_view(call, answer, now);
+    add_http_items(catalog, schema, call, plan, answer, now, &view);
 
     std::vector<JsonMember> decision(11);
     const char* const kNames[] = {"allowed",        "policy",         "limit",     "remaining",
@@ -580,6 +671,13 @@ Datum check_http_body(FunctionCallInfo fcinfo) {
     if (!body_null) {
         members[3].kind = JsonMember::Kind::kObject;
         members[3].members = std::move(body);
+        if (shape == BodyShape::kProblem) {
+            JsonMember type;
+            type.name = "Content-Type";
+            type.kind = JsonMember::Kind::kString;
+            type.text = "application/problem+json";
+            members[2].members.push_back(std::move(type));
+        }
     }
     members[4].name = "decision";
     members[4].kind = JsonMember::Kind::kObject;
@@ -654,14 +752,17 @@ std::string minutes_text(Micros period) {
 
 void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t request,
                 Micros retry_after, bool enforced, Micros now) {
-    const int size = denial_log_size();
-    if (size <= 0)
-        return;
-    double draw = 0;
-    call_postgres([&] { draw = pg_prng_double(&pg_global_prng_state); });
-    if (!(draw < denial_log_sample_rate()))
-        return;
     const ResolvedPolicy& resolved = call.policies[request];
+    const int size = denial_log_size();
+    double draw = 0;
+    if (size > 0)
+        call_postgres([&] { draw = pg_prng_double(&pg_global_prng_state); });
+    // A read-only transaction (a GET through PostgREST, a hot standby) decides on the memory
+    // engine but cannot write the log: the denial is counted as not logged instead.
+    if (size <= 0 || !(draw < denial_log_sample_rate()) || XactReadOnly) {
+        count_unlogged_denial(resolved.rule->name);
+        return;
+    }
     const PolicyRule& rule = *resolved.rule;
     // The limit the policy decided with (after tiers and overrides).
     bool bypass = false;

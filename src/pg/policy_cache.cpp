@@ -28,17 +28,17 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-enum Table { kPolicies, kTiers, kKeyOverrides, kAccessList, kTableCount };
+enum Table { kPolicies, kTiers, kKeyOverrides, kAccessList, kPartitionSecret, kTableCount };
 
 constexpr const char* kTableNames[kTableCount] = {"policies", "tiers", "key_overrides",
-                                                  "access_list"};
+                                                  "access_list", "partition_key_secret"};
 
 // What the cache holds and which tables it was read from. The relcache callback only touches
 // the plain fields (it may run at any point where invalidations are taken in).
 PolicyCatalog* catalog = nullptr;
 bool catalog_valid = false;
 Oid catalog_schema = InvalidOid;
-Oid watched[kTableCount] = {InvalidOid, InvalidOid, InvalidOid, InvalidOid};
+Oid watched[kTableCount] = {InvalidOid, InvalidOid, InvalidOid, InvalidOid, InvalidOid};
 bool callback_registered = false;
 
 void on_relcache_invalidation(Datum, Oid relid) {
@@ -123,6 +123,7 @@ void read_rows(Oid schema, Table which, const Column* columns, int column_count,
                     break;
                 case TEXTOID:
                 case CIDROID:
+                case BYTEAOID:
                     out->values[at] = PointerGetDatum(PG_DETOAST_DATUM_COPY(value));
                     break;
                 case INTERVALOID:
@@ -183,6 +184,8 @@ void load_policies(const RawRows& rows, PolicyCatalog* out) {
         rule.shadow = DatumGetBool(v[7]);
         rule.hash_key = DatumGetBool(v[8]);
         rule.log_denials = DatumGetBool(v[9]);
+        if (!n[10])
+            out->quota_units.emplace(rule.name, text_string(v[10]));
         std::string name = rule.name;
         out->policies.emplace(std::move(name), std::move(rule));
     }
@@ -259,11 +262,11 @@ void load_access_list(const RawRows& rows, PolicyCatalog* out) {
     }
 }
 
-constexpr Column kPolicyColumns[] = {{"name", TEXTOID},         {"algorithm", TEXTOID},
-                                     {"limit", INT4OID},        {"period", INTERVALOID},
-                                     {"burst", INT4OID},        {"engine", TEXTOID},
-                                     {"count_denied", BOOLOID}, {"shadow", BOOLOID},
-                                     {"hash_key", BOOLOID},     {"log_denials", BOOLOID}};
+constexpr Column kPolicyColumns[] = {
+    {"name", TEXTOID},         {"algorithm", TEXTOID}, {"limit", INT4OID},
+    {"period", INTERVALOID},   {"burst", INT4OID},     {"engine", TEXTOID},
+    {"count_denied", BOOLOID}, {"shadow", BOOLOID},    {"hash_key", BOOLOID},
+    {"log_denials", BOOLOID},  {"quota_unit", TEXTOID}};
 constexpr Column kTierColumns[] = {
     {"name", TEXTOID}, {"multiplier", NUMERICOID}, {"bypass", BOOLOID}};
 constexpr Column kOverrideColumns[] = {{"policy", TEXTOID}, {"key", TEXTOID},
@@ -272,6 +275,7 @@ constexpr Column kOverrideColumns[] = {{"policy", TEXTOID}, {"key", TEXTOID},
 constexpr Column kAccessColumns[] = {{"action", TEXTOID},  {"policy", TEXTOID},
                                      {"user_id", UUIDOID}, {"key", TEXTOID},
                                      {"ip", CIDROID},      {"expires_at", TIMESTAMPTZOID}};
+constexpr Column kSecretColumns[] = {{"secret", BYTEAOID}};
 
 template <std::size_t N>
 constexpr int count_of(const Column (&)[N]) {
@@ -299,6 +303,8 @@ void load(Oid schema) {
                       &rows[kKeyOverrides]);
             read_rows(schema, kAccessList, kAccessColumns, count_of(kAccessColumns), snapshot,
                       &rows[kAccessList]);
+            read_rows(schema, kPartitionSecret, kSecretColumns, count_of(kSecretColumns), snapshot,
+                      &rows[kPartitionSecret]);
             UnregisterSnapshot(snapshot);
         });
         auto fresh = std::make_unique<PolicyCatalog>();
@@ -306,6 +312,9 @@ void load(Oid schema) {
         load_tiers(rows[kTiers], fresh.get());
         load_overrides(rows[kKeyOverrides], fresh.get());
         load_access_list(rows[kAccessList], fresh.get());
+        // One row at most (the table's key says so); the first read is the one used.
+        if (rows[kPartitionSecret].rows > 0 && !rows[kPartitionSecret].nulls[0])
+            fresh->partition_secret = text_string(rows[kPartitionSecret].values[0]);
         delete catalog;
         catalog = fresh.release();
     } catch (...) {
@@ -350,6 +359,13 @@ const KeyOverrideRule* PolicyCatalog::key_override(std::string_view policy,
     return found == overrides.end() ? nullptr : &found->second;
 }
 
+const std::string* PolicyCatalog::quota_unit(std::string_view policy) const {
+    if (quota_units.empty())
+        return nullptr;
+    const auto found = quota_units.find(lookup_buffer(policy));
+    return found == quota_units.end() ? nullptr : &found->second;
+}
+
 const PolicyCatalog& policy_catalog(Oid schema) {
     call_postgres([] { AcceptInvalidationMessages(); });
     if (!catalog_valid || catalog == nullptr || catalog_schema != schema)
@@ -359,7 +375,7 @@ const PolicyCatalog& policy_catalog(Oid schema) {
 
 namespace {
 
-// ratelimit.policy_tables_changed(): the statement trigger on the four policy tables that
+// ratelimit.policy_tables_changed(): the statement trigger on the tables of the cache that
 // invalidates every backend's cache of them when the statement's transaction commits.
 Datum policy_tables_changed_body(FunctionCallInfo fcinfo) {
     call_postgres([&] {

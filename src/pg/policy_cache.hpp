@@ -1,8 +1,9 @@
 // The policy tables (ratelimit.policies, tiers, key_overrides, access_list) as this backend's
-// cache, for the policy calls to decide without reading a table.
+// cache, for the policy calls to decide without reading a table; with them the secret of the
+// partition keys (ratelimit.partition_key_secret), kept exact the same way.
 //
 // Exactness, as PostgreSQL's own caches are kept:
-//  - A statement that changes any of the four tables queues a relcache invalidation of that
+//  - A statement that changes any of these tables queues a relcache invalidation of that
 //    table (the trigger ratelimit.policy_tables_changed). PostgreSQL sends it to every backend
 //    when the transaction commits, before COMMIT returns, and replays it in the editing backend
 //    after each command and on rollback; a transaction that rolls back sends nothing out.
@@ -33,10 +34,15 @@ struct PolicyCatalog {
     // Keyed by policy + '\0' + key (neither holds a NUL).
     std::unordered_map<std::string, KeyOverrideRule> overrides;
     std::vector<AccessEntry> access_list;
+    // A policy's quota unit (the quota_unit column), for the policies that have one.
+    std::unordered_map<std::string, std::string> quota_units;
+    // The key of the pk parameter's hash; empty when the table has no row.
+    std::string partition_secret;
 
     const PolicyRule* policy(std::string_view name) const;
     const TierRule* tier(std::string_view name) const;
     const KeyOverrideRule* key_override(std::string_view policy, std::string_view key) const;
+    const std::string* quota_unit(std::string_view policy) const;
 };
 
 // The committed rows of the policy tables in `schema` (see the rules above).

@@ -49,6 +49,8 @@ struct PolicyCounter {
     pg_atomic_uint64 allowed;
     pg_atomic_uint64 denied;
     pg_atomic_uint64 shadow_denied;
+    pg_atomic_uint64 near_limit;          // allowed charges past ratelimit.near_limit_ratio
+    pg_atomic_uint64 denials_not_logged;  // log_denials denials not written to the denial log
 };
 
 struct SharedCounters {
@@ -58,6 +60,7 @@ struct SharedCounters {
 };
 
 int denial_log_size_setting = 10000;
+double near_limit_ratio_setting = 0.8;
 double denial_log_sample_rate_setting = 1.0;
 
 shmem_request_hook_type previous_shmem_request_hook = nullptr;
@@ -86,6 +89,8 @@ void start_shared_memory() {
             pg_atomic_init_u64(&counter.allowed, 0);
             pg_atomic_init_u64(&counter.denied, 0);
             pg_atomic_init_u64(&counter.shadow_denied, 0);
+            pg_atomic_init_u64(&counter.near_limit, 0);
+            pg_atomic_init_u64(&counter.denials_not_logged, 0);
         }
     }
     LWLockRelease(AddinShmemInitLock);
@@ -150,7 +155,7 @@ PolicyCounter* counter_of(std::string_view name) {
 }  // namespace
 
 void count_outcome(std::string_view policy, std::string_view subject, PolicyOutcome outcome,
-                   Micros now) {
+                   Micros now, bool near_limit) {
     if (shared == nullptr || outcome == PolicyOutcome::kNone)
         return;
     PolicyCounter* counter = counter_of(policy);
@@ -159,6 +164,8 @@ void count_outcome(std::string_view policy, std::string_view subject, PolicyOutc
                                   : outcome == PolicyOutcome::kDenied ? &counter->denied
                                                                       : &counter->shadow_denied;
         pg_atomic_fetch_add_u64(count, 1);
+        if (near_limit && outcome == PolicyOutcome::kAllowed)
+            pg_atomic_fetch_add_u64(&counter->near_limit, 1);
     }
     if (outcome == PolicyOutcome::kDenied && !subject.empty()) {
         LWLock* lock = &shared->locks[1].lock;
@@ -166,6 +173,42 @@ void count_outcome(std::string_view policy, std::string_view subject, PolicyOutc
         OffenderTable(shared->offenders).record(policy, subject, now, MyDatabaseId);
         LWLockRelease(lock);
     }
+}
+
+void count_unlogged_denial(std::string_view policy) {
+    if (shared == nullptr)
+        return;
+    PolicyCounter* counter = counter_of(policy);
+    if (counter != nullptr)
+        pg_atomic_fetch_add_u64(&counter->denials_not_logged, 1);
+}
+
+bool read_policy_counts(std::vector<PolicyCounts>* counts) {
+    counts->clear();
+    if (shared == nullptr)
+        return false;
+    for (PolicyCounter& counter : shared->counters) {
+        if (pg_atomic_read_u32(&counter.published) != 1)
+            continue;
+        pg_read_barrier();
+        if (counter.database != MyDatabaseId)
+            continue;
+        PolicyCounts row;
+        row.policy = counter.name;
+        row.allowed = static_cast<std::int64_t>(pg_atomic_read_u64(&counter.allowed));
+        row.denied = static_cast<std::int64_t>(pg_atomic_read_u64(&counter.denied));
+        row.shadow_denied = static_cast<std::int64_t>(pg_atomic_read_u64(&counter.shadow_denied));
+        row.near_limit = static_cast<std::int64_t>(pg_atomic_read_u64(&counter.near_limit));
+        row.denials_not_logged =
+            static_cast<std::int64_t>(pg_atomic_read_u64(&counter.denials_not_logged));
+        row.since = counter.since;
+        counts->push_back(std::move(row));
+    }
+    return true;
+}
+
+double near_limit_ratio() {
+    return near_limit_ratio_setting;
 }
 
 namespace {
@@ -222,7 +265,8 @@ Datum record_outcomes_body(FunctionCallInfo fcinfo) {
                                    : outcome == "denied" ? PolicyOutcome::kDenied
                                                          : PolicyOutcome::kShadowDenied;
         count_outcome(text_view(policies[i]),
-                      subject_nulls[i] ? std::string_view() : text_view(subjects[i]), kind, now);
+                      subject_nulls[i] ? std::string_view() : text_view(subjects[i]), kind, now,
+                      false);
     }
     return BoolGetDatum(true);
 }
@@ -234,25 +278,24 @@ Tuplestorestate* begin_rows(FunctionCallInfo fcinfo, TupleDesc* desc) {
     return store;
 }
 
-// ratelimit.policy_stats(): one row per policy this database has counted.
+// ratelimit.policy_stats(): one row per policy this database has counted. The columns added
+// in 0.6.0 come last, so the 0.5.0 definition (five columns) reads the same rows until
+// ALTER EXTENSION ratelimit UPDATE.
 Datum policy_stats_body(FunctionCallInfo fcinfo) {
-    if (shared == nullptr)
+    std::vector<PolicyCounts> counts;
+    if (!read_policy_counts(&counts))
         not_available();
     TupleDesc desc = nullptr;
     Tuplestorestate* store = begin_rows(fcinfo, &desc);
-    for (PolicyCounter& counter : shared->counters) {
-        if (pg_atomic_read_u32(&counter.published) != 1)
-            continue;
-        pg_read_barrier();
-        if (counter.database != MyDatabaseId)
-            continue;
-        Datum values[5] = {
-            text_datum(counter.name),
-            Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.allowed))),
-            Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.denied))),
-            Int64GetDatum(static_cast<std::int64_t>(pg_atomic_read_u64(&counter.shadow_denied))),
-            TimestampTzGetDatum(to_timestamptz(counter.since))};
-        bool nulls[5] = {false, false, false, false, false};
+    for (const PolicyCounts& row : counts) {
+        Datum values[7] = {text_datum(row.policy.c_str()),
+                           Int64GetDatum(row.allowed),
+                           Int64GetDatum(row.denied),
+                           Int64GetDatum(row.shadow_denied),
+                           TimestampTzGetDatum(to_timestamptz(row.since)),
+                           Int64GetDatum(row.near_limit),
+                           Int64GetDatum(row.denials_not_logged)};
+        bool nulls[7] = {false, false, false, false, false, false, false};
         call_postgres([&] { tuplestore_putvalues(store, desc, values, nulls); });
     }
     return static_cast<Datum>(0);
@@ -306,6 +349,8 @@ Datum reset_policy_stats_body(FunctionCallInfo) {
         pg_atomic_write_u64(&counter.allowed, 0);
         pg_atomic_write_u64(&counter.denied, 0);
         pg_atomic_write_u64(&counter.shadow_denied, 0);
+        pg_atomic_write_u64(&counter.near_limit, 0);
+        pg_atomic_write_u64(&counter.denials_not_logged, 0);
     }
     LWLock* lock = &shared->locks[1].lock;
     call_postgres([&] { LWLockAcquire(lock, LW_EXCLUSIVE); });
@@ -334,6 +379,11 @@ void define_policy_settings() {
         "Fraction of the denials of policies with log_denials that the denial log records.",
         nullptr, &denial_log_sample_rate_setting, 1.0, 0.0, 1.0, PGC_SUSET, 0, nullptr, nullptr,
         nullptr);
+    DefineCustomRealVariable(
+        "ratelimit.near_limit_ratio",
+        "An allowed charge counts as near the limit when it leaves more than this fraction of "
+        "the limit used (policy_stats.near_limit, ratelimit.metrics()).",
+        nullptr, &near_limit_ratio_setting, 0.8, 0.0, 1.0, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 }
 
 void install_policy_counters() {

@@ -215,6 +215,9 @@ std::vector<JsonMember> body_members(const DecisionView& decision, BodyShape sha
         } else if (fields[i].number) {
             members[i].kind = JsonMember::Kind::kNumber;
             members[i].number = *fields[i].number;
+        } else if (fields[i].strings) {
+            members[i].kind = JsonMember::Kind::kStrings;
+            members[i].strings = *fields[i].strings;
         }
     }
     return members;

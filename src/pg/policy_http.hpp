@@ -37,7 +37,8 @@ struct JsonMember {
 // The jsonb object of `members`, in the caller's memory context.
 Datum jsonb_object(const std::vector<JsonMember>& members);
 
-// http_headers(decision) and http_body(decision) as jsonb (the body is SQL NULL, `*is_null`,
+// http_headers(decision) and http_body(decision) as jsonb (a decision row alone: no pk, no qu,
+// one policy) (the body is SQL NULL, `*is_null`,
 // when the decision allowed). Raise 22008/22003 for waits and counts past what SQL holds.
 Datum headers_jsonb(const DecisionView& decision, ResetFormat format);
 std::vector<JsonMember> headers_members(const DecisionView& decision, ResetFormat format);

@@ -9,14 +9,18 @@
 // snapshot is older than the lock, so those levels are refused rather than risk overage.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
+#include "pg/drop_in_rules.hpp"
 #include "pg/guard.hpp"
+#include "pg/memory_engine.hpp"
 #include "pg/result_row.hpp"
 #include "pg/spi_statement.hpp"
+#include "pg/state_engines.hpp"
 #include "pg/subject_hash.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/policy.hpp"
@@ -51,6 +55,7 @@ struct KeyLimit {
     Datum key;  // detoasted text
     std::int32_t window_seconds;
     SecondBuckets rule;
+    const char* limit_name;  // p_limit, p_global_limit, ...
 };
 
 struct KeysDecision {
@@ -189,23 +194,91 @@ class BucketTierEngine final : public TierEngine {
     std::vector<BucketDecision>* decisions_;
 };
 
+// The buckets on an engine (ratelimit.dropin_engine): each key a sliding_window log in the
+// namespace of rate_limit_buckets, decided at the start of the current second. An entry made at
+// a bucket's start then counts exactly while the bucket does (b > now - W, for whole seconds b
+// and W), and the waits come out in whole seconds. The keys are decided all or nothing by the
+// engines' own decide_tiers. Fills `per_key` as BucketTierEngine does and returns whether the
+// call was allowed.
+bool decide_keys_on_engine(Engine engine, const std::vector<KeyLimit>& keys, std::int64_t cost,
+                           const char* function_name, std::vector<BucketDecision>* per_key) {
+    const Micros now = SecondBuckets::bucket_of(clock_now());
+    const Datum space = drop_in_space(DropInSpace::kRateLimitBuckets);
+    std::vector<StateKey> state_keys(keys.size());
+    std::vector<TierCall> tiers(keys.size());
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        state_keys[i] = StateKey{space, keys[i].key};
+        tiers[i].index = i;
+        tiers[i].engine = engine;
+        tiers[i].limit.algorithm = Algorithm::kSlidingWindow;
+        tiers[i].limit.limit = keys[i].rule.limit();
+        tiers[i].limit.burst = keys[i].rule.limit();
+        tiers[i].limit.period = keys[i].rule.window();
+        if (engine == Engine::kMemory) {
+            try {
+                require_memory_limit(tiers[i].limit);
+            } catch (const ArgumentError& error) {
+                // Named as this function names the limit.
+                const std::string detail =
+                    std::string(error.what()).substr(error.argument().size() + 1);
+                throw ArgumentError::invalid(keys[i].limit_name, detail);
+            }
+        }
+    }
+    const Oid schema = engine == Engine::kMemory ? InvalidOid : drop_in_state_schema();
+    sort_tiers(tiers, state_keys);
+    const bool allowed = decide_tiers(tiers, state_keys, schema, function_name, now, cost);
+
+    EngineStorage storage;
+    for (const TierCall& tier : tiers) {
+        const std::int64_t limit = tier.limit.limit;
+        // The count before this call: the charged decision's remaining is after it; an
+        // uncharged one is the key as it stands (a peek, or a denied consume, which changes
+        // nothing).
+        std::int64_t counted =
+            tier.charged ? limit - tier.result.remaining - cost : limit - tier.before.remaining;
+        if (!tier.charged && tier.before.remaining == 0) {
+            // At or over the limit (a key counted under a higher limit earlier): the count
+            // itself, from a look under the ceiling.
+            Limit ceiling = tier.limit;
+            ceiling.limit = ceiling.burst = PG_INT32_MAX;
+            const Decision peek =
+                state_engine(engine, schema, function_name, storage)
+                    .decide(state_keys[tier.index], ceiling, now, cost, Action::kPeek);
+            counted = PG_INT32_MAX - peek.remaining;
+        }
+        BucketDecision& d = (*per_key)[tier.index];
+        d.allowed = tier.before.allowed;
+        d.current = d.allowed ? counted + cost : counted;
+        d.retry_after_s =
+            d.allowed ? 0 : (tier.before.retry_after + kMicrosPerSecond - 1) / kMicrosPerSecond;
+    }
+    return allowed;
+}
+
 // Decides a call of `cost` on every key, all or nothing (the core's decide_all_or_nothing): the
 // call is recorded in every key's bucket only if every key allows it.
 KeysDecision decide_keys(FunctionCallInfo fcinfo, const std::vector<KeyLimit>& keys,
-                         std::int64_t cost) {
-    const Micros now = clock_now();
-    std::vector<TierCall> tiers(keys.size());
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-        tiers[i].index = i;
-        // The buckets live in a table; the core only needs to know which TierEngine serves them.
-        tiers[i].engine = Engine::kTable;
-        tiers[i].limit.limit = keys[i].rule.limit();
-    }
+                         std::int64_t cost, const char* function_name) {
     KeysDecision decision;
     decision.per_key.resize(keys.size());
-    BucketTierEngine buckets(fcinfo, keys, &decision.per_key);
-    TierEngine* const engines[3] = {&buckets, nullptr, nullptr};
-    const bool allowed = decide_all_or_nothing(tiers, engines, now, cost);
+    bool allowed = false;
+    if (const std::optional<Engine> engine = drop_in_engine()) {
+        allowed = decide_keys_on_engine(*engine, keys, cost, function_name, &decision.per_key);
+    } else {
+        const Micros now = clock_now();
+        std::vector<TierCall> tiers(keys.size());
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            tiers[i].index = i;
+            // The buckets live in a table; the core only needs to know which TierEngine serves
+            // them.
+            tiers[i].engine = Engine::kTable;
+            tiers[i].limit.limit = keys[i].rule.limit();
+        }
+        BucketTierEngine buckets(fcinfo, keys, &decision.per_key);
+        TierEngine* const engines[3] = {&buckets, nullptr, nullptr};
+        allowed = decide_all_or_nothing(tiers, engines, now, cost);
+    }
     for (std::size_t i = 0; i < keys.size(); ++i) {
         BucketDecision& d = decision.per_key[i];
         if (!d.allowed) {
@@ -225,7 +298,7 @@ KeyLimit key_limit(Datum key, std::int32_t limit, std::int32_t window_seconds,
                    const char* limit_name, const char* window_name) {
     require_positive(limit_name, limit);
     Micros window = window_length(window_name, window_seconds, kMicrosPerSecond);
-    return KeyLimit{key, window_seconds, SecondBuckets(limit, window)};
+    return KeyLimit{key, window_seconds, SecondBuckets(limit, window), limit_name};
 }
 
 Datum int_datum(std::int64_t value) {
@@ -246,7 +319,7 @@ Datum check_rate_limit_buckets(FunctionCallInfo fcinfo) {
         throw ArgumentError::invalid("p_cost", "must not exceed p_limit (" + std::to_string(limit) +
                                                    "), got " + std::to_string(cost));
     }
-    KeysDecision decision = decide_keys(fcinfo, keys, cost);
+    KeysDecision decision = decide_keys(fcinfo, keys, cost, "check_rate_limit");
     const BucketDecision& d = decision.per_key[0];
     Datum values[] = {BoolGetDatum(d.allowed), int_datum(d.current), int_datum(d.retry_after_s)};
     bool nulls[] = {false, false, false};
@@ -299,7 +372,7 @@ Datum check_rate_limit_tiers(FunctionCallInfo fcinfo) {
                   window_names[1]),
         key_limit(hashed_key("email", normalized_email), limits[2], windows[2], limit_names[2],
                   window_names[2])};
-    KeysDecision decision = decide_keys(fcinfo, keys, 1);
+    KeysDecision decision = decide_keys(fcinfo, keys, 1, "check_rate_limit_tiers");
 
     static const char* const kTierNames[] = {"global", "ip", "email"};
     Datum values[6] = {

@@ -2,6 +2,7 @@
 // p_window_seconds, p_increment) over rate_limits, one row per (user_id, endpoint, aligned window).
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
@@ -75,29 +76,42 @@ Datum increment_rate_limit(FunctionCallInfo fcinfo) {
     require_own_quota(DatumGetUUIDP(user_id));
 
     Micros now = clock_now();
-    std::int32_t counter = 0;
+    std::int64_t counter = 0;
     Micros window_end = 0;
-    call_postgres([&] {
-        if (SPI_connect() != SPI_OK_CONNECT) {
-            elog(ERROR, "ratelimit: SPI_connect failed");
-        }
-        Datum values[] = {user_id,
-                          endpoint,
-                          Int32GetDatum(increment),
-                          TimestampTzGetDatum(to_timestamptz(window.start(now))),
-                          TimestampTzGetDatum(to_timestamptz(window.end(now))),
-                          TimestampTzGetDatum(to_timestamptz(now))};
-        int rc = SPI_execute_plan(increment_statement.plan_for(fcinfo), values, nullptr, false, 1);
-        if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1) {
-            elog(ERROR, "ratelimit: incrementing a counter failed: %s", SPI_result_code_string(rc));
-        }
-        bool isnull = false;
-        counter =
-            DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-        window_end = from_timestamptz(DatumGetTimestampTz(
-            SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
-        SPI_finish();
-    });
+    if (const std::optional<Engine> engine = drop_in_engine()) {
+        // The same windows on an engine: the counter of (user_id, endpoint) in its own
+        // namespace, in the window still open (expires_at > now), else a new aligned one.
+        const StateKey key{drop_in_space(DropInSpace::kRateLimits),
+                           user_name_key(DatumGetUUIDP(user_id), endpoint)};
+        const WindowCount counted = count_in_window(*engine, key, now, window.end(now), false,
+                                                    increment, "increment_rate_limit");
+        counter = counted.count;
+        window_end = counted.window_end;
+    } else {
+        call_postgres([&] {
+            if (SPI_connect() != SPI_OK_CONNECT) {
+                elog(ERROR, "ratelimit: SPI_connect failed");
+            }
+            Datum values[] = {user_id,
+                              endpoint,
+                              Int32GetDatum(increment),
+                              TimestampTzGetDatum(to_timestamptz(window.start(now))),
+                              TimestampTzGetDatum(to_timestamptz(window.end(now))),
+                              TimestampTzGetDatum(to_timestamptz(now))};
+            int rc =
+                SPI_execute_plan(increment_statement.plan_for(fcinfo), values, nullptr, false, 1);
+            if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1) {
+                elog(ERROR, "ratelimit: incrementing a counter failed: %s",
+                     SPI_result_code_string(rc));
+            }
+            bool isnull = false;
+            counter = DatumGetInt32(
+                SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+            window_end = from_timestamptz(DatumGetTimestampTz(
+                SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull)));
+            SPI_finish();
+        });
+    }
 
     // A saturated counter has lost count: it denies whatever the limit.
     bool allowed = counter < PG_INT32_MAX && window.admits(counter);
@@ -105,8 +119,8 @@ Datum increment_rate_limit(FunctionCallInfo fcinfo) {
     char json[160];
     snprintf(json, sizeof json,
              "{\"allowed\": %s, \"current\": %d, \"limit\": %lld, \"retryAfter\": %lld}",
-             allowed ? "true" : "false", counter, static_cast<long long>(window.limit()),
-             retry_after);
+             allowed ? "true" : "false", static_cast<int>(counter),
+             static_cast<long long>(window.limit()), retry_after);
     Datum result = 0;
     call_postgres([&] { result = DirectFunctionCall1(jsonb_in, CStringGetDatum(json)); });
     return result;

@@ -19,4 +19,19 @@ Datum return_single_row(FunctionCallInfo fcinfo, Datum* values, bool* nulls);
 // A text datum holding `value` (palloc'd in the current memory context).
 Datum text_datum(std::string_view value);
 
+// The descriptor of the row type the calling function returns, or of the rows in the array it
+// returns. Looked up once per session, not per statement (fn_extra only lasts one execution of
+// the calling statement), and dropped when any function or that row type changes. Use it at
+// once: a call that may take a lock or read the catalog may drop it. PostgreSQL code: call
+// inside call_postgres().
+TupleDesc returned_row_descriptor(FunctionCallInfo fcinfo);
+
+// Writes row `index`'s column values (none NULL) into `values` (desc->natts of them).
+using RowValues = void (*)(const void* rows, int index, Datum* values);
+
+// An array of `count` rows of `desc`, the same bytes as construct_array() over heap_form_tuple()
+// rows, written in place in one allocation when every column is fixed-length (the decision
+// rows): nothing is allocated or copied per row. PostgreSQL code: call inside call_postgres().
+Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows);
+
 }  // namespace ratelimit::pg

@@ -68,6 +68,15 @@ CallArguments read_call_arguments(FunctionCallInfo fcinfo, int first) {
 bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& args) {
     Micros now = clock_now();
     Micros expires = now + args.window.length();
+    if (const std::optional<Engine> engine = drop_in_engine()) {
+        // The same window on an engine: the count of (user_id, rpc_name) in its own namespace;
+        // the window restarts once window_expires_at < now.
+        const StateKey key{drop_in_space(DropInSpace::kRpcRateLimits),
+                           user_name_key(DatumGetUUIDP(user_id), args.rpc_name)};
+        const WindowCount counted =
+            count_in_window(*engine, key, now, expires, true, 1, "check_rate_limit");
+        return counted.count < PG_INT32_MAX && args.window.admits(counted.count);
+    }
     std::int32_t call_count = 0;
     call_postgres([&] {
         if (SPI_connect() != SPI_OK_CONNECT) {

@@ -7,7 +7,14 @@
 #  - a damaged state file is ignored: the server starts, empty;
 #  - a hot standby decides on the memory engine (its own store; nothing is replicated);
 #  - without shared_preload_libraries the engine is an error that says what to change, and
-#    the table engines still work.
+#    the table engines still work;
+#  - a full store (ratelimit.memory_capacity = 20000) never forgets a key that still counts: a
+#    flood of 100,000 new keys leaves every spent key spent, every block and every count_denied
+#    lockout in place, on every algorithm; ratelimit.memory_when_full = deny, error and evict;
+#    consume_all and check_all deny as one when a new key has no room; another database's flood
+#    neither evicts, reads nor resets this database's keys, and memory_database_share holds it
+#    to its share; the settings refuse bad values; an older store file is refused with a LOG
+#    line.
 # Run as root from the repository root, with the extension installed (test/run.sh does both).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,7 +51,7 @@ crash_and_start() {
 }
 
 echo "# a server with the library preloaded"
-cluster_start "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_capacity = 10000" \
+cluster_start "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_capacity = 20000" \
     "fsync = off"
 sql "CREATE EXTENSION ratelimit"
 
@@ -109,6 +116,16 @@ ok "$(grep -q 'ignoring .*ratelimit_memory.state.*checksum does not match' "$CLU
     "and the log says why"
 is "$(consume damaged 5)" "t 4" "the engine works after ignoring it"
 
+# ---- an older file ----------------------------------------------------------------------------
+consume older-file 5 >/dev/null
+cluster_server_stop
+# The format version is the header's second 32-bit word: a version 1 file is refused.
+printf '\x01\x00\x00\x00' | dd of="$(state_file)" bs=1 seek=4 conv=notrunc status=none
+cluster_server_start
+is "$(sql 'SELECT entries FROM ratelimit.memory_stats')" "0" "a file of an older format is not loaded"
+ok "$(grep -q 'ignoring .*ratelimit_memory.state.*format version 1, and this version of ratelimit reads version 2' \
+    "$CLUSTER_DIR/server.log"; echo $?)" "and the log says which versions"
+
 # ---- a hot standby --------------------------------------------------------------------------
 standby_dir="$CLUSTER_DIR/standby"
 standby_port="$(cluster_free_port)"
@@ -134,6 +151,143 @@ is "$(PGPORT=$standby_port psql -X -A -t -q -c "\\set VERBOSITY verbose" \
     -c "SELECT ratelimit.consume('on-standby', 2, '1 hour')" 2>&1 | grep -o '25006' | head -1)" \
     "25006" "the table engine, which must write, is refused there (25006)"
 stop_standby
+cluster_stop
+
+echo "# a full store: ratelimit.memory_capacity = 20000"
+cluster_start "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_capacity = 20000" \
+    "fsync = off"
+sql "CREATE EXTENSION ratelimit"
+sql "CREATE DATABASE other" >/dev/null
+PGDATABASE=other sql "CREATE EXTENSION ratelimit"
+algorithms="fixed_window rolling_window sliding_window sliding_window_counter token_bucket gcra"
+# verdict KEY ALGORITHM: "allowed remaining" of a peek, as after the four calls below.
+verdict() {
+    sql "SELECT allowed, remaining FROM ratelimit.peek('$1', 3, '1 hour', 1, '$2', 'memory')"
+}
+# Spent keys on every algorithm (four calls of three: the last denied), a 30-day block, and a
+# count_denied lockout (its denied call blocks the key for the policy's hour).
+for algorithm in $algorithms; do
+    for _ in 1 2 3 4; do
+        sql "SELECT ratelimit.consume('victim-$algorithm', 3, '1 hour', 1, '$algorithm', 'memory')" \
+            >/dev/null
+    done
+done
+sql "SELECT ratelimit.block('blocked', '30 days', 'memory')" >/dev/null
+sql "INSERT INTO ratelimit.policies (name, \"limit\", period, engine, count_denied)
+     VALUES ('login', 1, '1 hour', 'memory', true)" >/dev/null
+sql "SELECT allowed FROM ratelimit.check('login', 'locked-out')" >/dev/null
+sql "SELECT allowed FROM ratelimit.check('login', 'locked-out')" >/dev/null
+for algorithm in $algorithms; do
+    is "$(verdict "victim-$algorithm" "$algorithm")" "f 0" "$algorithm: the victim is spent before the flood"
+done
+sql "SELECT ratelimit.consume('roomy', 100, '1 hour', p_engine => 'memory')" >/dev/null
+# Another database has keys of the same names: its own.
+is "$(PGDATABASE=other sql "SELECT remaining FROM ratelimit.consume('victim-fixed_window', 3, '1 hour', p_engine => 'memory')")" \
+    "2" "another database's key of the same name is its own"
+is "$(PGDATABASE=other sql "SELECT allowed, remaining FROM ratelimit.peek('victim-gcra', 3, '1 hour', 1, 'gcra', 'memory')")" \
+    "t 3" "another database does not read this database's keys"
+is "$(PGDATABASE=other sql "SELECT ratelimit.reset('victim-gcra', 'memory')")" "f" "nor reset them"
+# The flood: 100,000 new keys in one statement, every algorithm in turn.
+flood_sql() {
+    echo "SELECT count(*) FILTER (WHERE d.allowed) FROM generate_series(1, 100000) AS g,
+          LATERAL ratelimit.consume('$1' || g, 10, '1 hour', 1,
+              (ARRAY['fixed_window', 'rolling_window', 'sliding_window', 'sliding_window_counter',
+                     'token_bucket', 'gcra'])[g % 6 + 1], 'memory') AS d"
+}
+allowed="$(sql "$(flood_sql flood:)" 2>/dev/null)"
+ok "$([ "$allowed" -lt 20000 ] && [ "$allowed" -gt 10000 ] && echo 0 || echo 1)" \
+    "the flood is allowed only while there is room ($allowed of 100000)"
+is "$(sql 'SELECT entries, capacity, evictions, refusals = 100000 - '"$allowed"', full_partitions > 0
+           FROM ratelimit.memory_stats')" "20000 20000 0 t t" \
+    "memory_stats: full, nothing evicted, every other new key refused and counted"
+for algorithm in $algorithms; do
+    is "$(verdict "victim-$algorithm" "$algorithm")" "f 0" "$algorithm: the victim is still spent after the flood"
+done
+is "$(sql "SELECT allowed, retry_after_ms > 2500000000 FROM ratelimit.consume('blocked', 3, '1 hour', p_engine => 'memory')")" \
+    "f t" "the 30-day block stays"
+is "$(sql "SELECT allowed FROM ratelimit.check('login', 'locked-out')")" "f" "the count_denied lockout stays"
+is "$(sql "SELECT allowed FROM ratelimit.check('login', 'newcomer-login')")" "f" \
+    "a count_denied policy's new key without room is denied (its lockout cannot be stored; no error)"
+is "$(sql "SELECT allowed, remaining, retry_after_ms BETWEEN 1 AND 3600000
+           FROM ratelimit.consume('newcomer', 3, '1 hour', p_engine => 'memory')")" "f 0 t" \
+    "deny (the default): a new key is denied, with a retry_after within the period"
+is "$(sql "SELECT allowed, remaining FROM ratelimit.peek('newcomer', 3, '1 hour', p_engine => 'memory')")" \
+    "t 3" "and nothing was stored for it; a peek needs no slot"
+is "$(sql "SELECT ratelimit.reset('newcomer', 'memory')")" "f" "nor a reset"
+ok "$(grep -q 'WARNING:  ratelimit: the memory engine is full: [0-9]* calls refused' "$CLUSTER_DIR/server.log"; echo $?)" \
+    "the server log has a WARNING about the refusals"
+ok "$(grep -q 'HINT:  Raise ratelimit.memory_capacity' "$CLUSTER_DIR/server.log"; echo $?)" \
+    "naming the setting to raise"
+is "$(grep -c 'WARNING:  ratelimit: the memory engine is full' "$CLUSTER_DIR/server.log")" "1" \
+    "once, not once per refusal"
+error="$(psql -X -A -t -q -c "\\set VERBOSITY verbose" -c "SET ratelimit.memory_when_full = error" \
+    -c "SELECT ratelimit.consume('newcomer', 3, '1 hour', p_engine => 'memory')" 2>&1 || true)"
+ok "$(grep -q '^ERROR:  53200: ratelimit: the memory engine has no room for a new key' <<<"$error"; echo $?)" \
+    "error: the call fails with 53200"
+ok "$(grep -q 'HINT:  Raise ratelimit.memory_capacity' <<<"$error"; echo $?)" "with a hint naming memory_capacity"
+error="$(psql -X -A -t -q -c "\\set VERBOSITY verbose" \
+    -c "SELECT ratelimit.block('new-block', '1 day', 'memory')" 2>&1 || true)"
+ok "$(grep -q '^ERROR:  53200: ratelimit: the memory engine has no room to block a new key' <<<"$error"; echo $?)" \
+    "deny: blocking a new key is an error (an administrator's act must not be lost silently)"
+is "$(sql "SELECT (ratelimit.consume_all(ARRAY['victim-fixed_window', 'all-new'],
+           ARRAY[100, 100], ARRAY['1 hour', '1 hour']::interval[], NULL,
+           ARRAY['table', 'memory']))[2].allowed")" "f" \
+    "consume_all: a new memory key without room denies the whole call"
+is "$(sql "SELECT remaining FROM ratelimit.peek('victim-fixed_window', 100, '1 hour')")" "100" \
+    "and nothing was charged on the table engine"
+is "$(sql "SELECT (ratelimit.consume_all(ARRAY['roomy', 'all-new'], ARRAY[100, 100],
+           ARRAY['1 hour', '1 hour']::interval[], NULL, ARRAY['memory', 'memory']))[2].allowed")" "f" \
+    "consume_all over two memory keys: the new one without room denies both"
+is "$(sql "SELECT remaining FROM ratelimit.peek('roomy', 100, '1 hour', p_engine => 'memory')")" "99" \
+    "and the other memory key was not charged"
+sql "INSERT INTO ratelimit.policies (name, \"limit\", period, engine)
+     VALUES ('per-key', 5, '1 hour', 'table'), ('per-key-memory', 5, '1 hour', 'memory')" >/dev/null
+is "$(sql "SELECT allowed FROM ratelimit.check_all(ARRAY['per-key', 'per-key-memory'], ARRAY['someone', 'someone'])")" \
+    "f" "check_all: a policy key without room on memory denies the decision"
+is "$(sql "SELECT count(*) FROM ratelimit.key_state WHERE policy = 'per-key'")" "0" \
+    "and its table policy was not charged"
+# Another database's flood, even told to evict, takes none of this database's keys.
+PGDATABASE=other sql "SET ratelimit.memory_when_full = evict; $(flood_sql other:)" >/dev/null 2>&1
+is "$(PGDATABASE=other sql "SELECT count(*) FROM ratelimit.memory_stats_by_database() WHERE evictions > 0
+                             AND database <> 'other'")" "0" \
+    "another database's flood, told to evict, took none of this database's keys"
+for algorithm in $algorithms; do
+    is "$(verdict "victim-$algorithm" "$algorithm")" "f 0" "$algorithm: the victim is still spent after the other database's flood"
+done
+is "$(sql "SELECT database, entries FROM ratelimit.memory_stats_by_database() WHERE database = 'postgres'")" \
+    "postgres 19999" "memory_stats_by_database: this database's keys, all still there"
+# evict: the new key takes the least recently used key of its own database.
+before="$(sql 'SELECT evictions FROM ratelimit.memory_stats')"
+is "$(sql "SET ratelimit.memory_when_full = evict; SELECT allowed FROM ratelimit.consume('evicting', 3, '1 hour', p_engine => 'memory')" | tail -1)" \
+    "t" "evict: a new key is allowed"
+is "$(sql 'SELECT evictions - '"$before"' FROM ratelimit.memory_stats')" "1" "and one live key was evicted, and counted"
+# The settings: a share of the store per database, and values refused.
+sql "ALTER SYSTEM SET ratelimit.memory_database_share = 60" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+is "$(sql "SELECT share_limit FROM ratelimit.memory_stats_by_database() WHERE database = 'postgres'")" "12000" \
+    "memory_database_share = 60: a database may hold 12000 of the 20000 keys"
+error="$(psql -X -A -t -q -c "ALTER SYSTEM SET ratelimit.memory_database_share = 0" 2>&1 || true)"
+ok "$(grep -q '0 is outside the valid range for parameter "ratelimit.memory_database_share" (1 .. 100)' <<<"$error"; echo $?)" \
+    "a share of 0 is refused"
+error="$(psql -X -A -t -q -c "SET ratelimit.memory_when_full = forget" 2>&1 || true)"
+ok "$(grep -q 'invalid value for parameter "ratelimit.memory_when_full": "forget"' <<<"$error" &&
+      grep -q 'Available values: deny, error, evict' <<<"$error"; echo $?)" \
+    "an unknown memory_when_full is refused, listing the choices"
+sql "CREATE ROLE app LOGIN" >/dev/null
+error="$(psql -X -A -t -q -U app -c "SET ratelimit.memory_when_full = evict" 2>&1 || true)"
+ok "$(grep -q 'permission denied to set parameter "ratelimit.memory_when_full"' <<<"$error"; echo $?)" \
+    "a caller cannot choose memory_when_full for itself"
+sql "ALTER ROLE app SET ratelimit.memory_when_full = error" >/dev/null
+is "$(psql -X -A -t -q -U app -c "SHOW ratelimit.memory_when_full")" "error" \
+    "an administrator can choose it per role (ALTER ROLE ... SET)"
+cluster_server_stop
+cluster_server_start
+is "$(sql "SELECT count(*) FROM ratelimit.memory_stats_by_database() WHERE database IN ('postgres', 'other')")" "2" \
+    "a restart brings every database's keys back, each to its database"
+for algorithm in $algorithms; do
+    is "$(verdict "victim-$algorithm" "$algorithm")" "f 0" "$algorithm: the victim is still spent after a restart"
+done
 cluster_stop
 
 echo "# a server without the library preloaded"

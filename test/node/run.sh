@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The TypeScript edge helper's tests (examples/edge/, node:test with the pg package) against the
-# running cluster, in a database of their own that is dropped at the end, also on failure.
+# The TypeScript edge helper's tests (examples/edge/, node:test with the pg package) and the
+# IETF fields' conformance test (test/node/, parsed with the structured-headers package) against
+# the running cluster, in a database of their own that is dropped at the end, also on failure.
 # npm installs the locked dependencies only when node_modules is missing or older than
 # package-lock.json. Needs PGHOST, PGPORT and PGUSER (a superuser) as scripts/cluster.sh sets them.
 set -euo pipefail
@@ -19,13 +20,16 @@ psql -X -q -v ON_ERROR_STOP=1 -d "$database" -c "CREATE EXTENSION ratelimit" \
     -c "SELECT ratelimit.load_preset('social-activity')" >/dev/null  # its tiers
 
 # npm writes node_modules/.package-lock.json at the end of an install.
-if [ ! -f "$edge/node_modules/.package-lock.json" ] \
-    || [ "$edge/package-lock.json" -nt "$edge/node_modules/.package-lock.json" ]; then
-    (cd "$edge" && npm ci --no-audit --no-fund)
-else
-    echo "node: dependencies up to date in $edge/node_modules"
-fi
+for project in "$edge" test/node; do
+    if [ ! -f "$project/node_modules/.package-lock.json" ] \
+        || [ "$project/package-lock.json" -nt "$project/node_modules/.package-lock.json" ]; then
+        (cd "$project" && npm ci --no-audit --no-fund)
+    else
+        echo "node: dependencies up to date in $project/node_modules"
+    fi
+done
 
 status=0
 (cd "$edge" && PGDATABASE=$database npm test) || status=$?
+(cd test/node && PGDATABASE=$database npm test) || status=$?
 exit $status

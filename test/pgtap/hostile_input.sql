@@ -26,7 +26,7 @@ SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(2679);
+SELECT plan(2727);
 
 CREATE SCHEMA hostile;
 
@@ -451,11 +451,11 @@ FROM (VALUES
     (10, 'ratelimit.validate_limit(integer,interval,text,text,integer)',
      '{"p_algorithm": "''gcra''", "p_burst": "0"}', '22023', 'p_burst must be greater than zero, got 0', 'gcra burst 0'),
     (11, 'ratelimit.validate_limit(integer,interval,text,text,integer)',
-     '{"p_algorithm": "''sliding_window''", "p_engine": "''memory''", "p_limit": "7"}', '22023',
-     'p_limit must be at most 6 for sliding_window on the memory engine%', 'sliding_window 7 on the memory engine'),
+     '{"p_algorithm": "''sliding_window''", "p_engine": "''memory''", "p_limit": "0"}', '22023',
+     'p_limit must be greater than zero, got 0', 'sliding_window 0 on the memory engine'),
     (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)',
-     '{"p_algorithm": "''sliding_window''", "p_limit": "2147483647", "p_cost": "2147483647"}', '22023',
-     'p_limit must be at most 6 for sliding_window on the memory engine%', 'sliding_window INT_MAX on the memory engine')
+     '{"p_algorithm": "''sliding_window''", "p_limit": "2147483647", "p_cost": "-1"}', '22023',
+     'p_cost must not be negative', 'a negative cost on sliding_window INT_MAX on the memory engine')
 ) AS v(n, f, changes, sqlstate, message, why)
 ORDER BY v.n;
 
@@ -554,9 +554,9 @@ INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
     ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_reset_format', '%s',
      'p_reset_format must be one of iso8601, unix (got "%s")'),
     ('ratelimit.http_body(ratelimit.policy_decision,text)', 'p_shape', '%s',
-     'p_shape must be one of error_message, detailed (got "%s")'),
+     'p_shape must be one of error_message, detailed, problem (got "%s")'),
     ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_body_shape', '%s',
-     'p_body_shape must be one of error_message, detailed (got "%s")'),
+     'p_body_shape must be one of error_message, detailed, problem (got "%s")'),
     ('ratelimit.load_preset(text,boolean)', 'p_preset', '%s', 'p_preset: unknown preset "%s"'),
     ('ratelimit.reset_policy_key(text,text)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
     ('ratelimit.block_policy_key(text,text,interval)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
@@ -575,7 +575,7 @@ INSERT INTO hostile.known_names VALUES
     ('p_engine', 'redis', 'table'), ('p_engines', 'redis', 'table'),
     ('p_policy', 'no.such.policy', 'activity.create_post'), ('p_policies', 'no.such.policy', 'activity.update_post'),
     ('p_tier', 'gold', 'premium'), ('p_reset_format', 'rfc1123', 'iso8601'),
-    ('p_shape', 'xml', 'detailed'), ('p_body_shape', 'xml', 'detailed'),
+    ('p_shape', 'xml', 'detailed'), ('p_body_shape', 'xml', 'problem'),
     ('p_preset', 'no-such-preset', 'social-activity');
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
@@ -775,7 +775,32 @@ FROM (VALUES
      'a denial sample rate of NaN'),
     (7, 'ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.denial_log_sample_rate', '2',
      'ratelimit.check(''activity.create_post'', ''hostile-subject'')', '2 is outside the valid range for parameter "ratelimit.denial_log_sample_rate"%',
-     'a denial sample rate of 2')
+     'a denial sample rate of 2'),
+    (8, 'public.check_rate_limit(text,integer,integer)', 'ratelimit.dropin_engine', 'redis',
+     'public.check_rate_limit(p_rpc_name => ''hostile-rpc'', p_max_calls => 10, p_window_minutes => 1)',
+     'invalid value for parameter "ratelimit.dropin_engine": "redis"',
+     'a drop-in engine that does not exist'),
+    (9, 'public.increment_rate_limit(uuid,text,integer,integer,integer)', 'ratelimit.dropin_engine', '',
+     'public.increment_rate_limit(''a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'', ''hostile-endpoint'', 10, 60, 1)',
+     'invalid value for parameter "ratelimit.dropin_engine": ""', 'an empty drop-in engine'),
+    (10, 'public.check_rate_limit(text,integer,integer,integer)', 'ratelimit.dropin_engine', ' memory',
+     'public.check_rate_limit(''hostile-bucket'', 10, 60, 1)', 'invalid value for parameter "ratelimit.dropin_engine": " memory"',
+     'a padded drop-in engine'),
+    (11, 'public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'ratelimit.dropin_engine',
+     '''; DROP TABLE public.rpc_rate_limits; --', 'public.check_rate_limit_tiers(''198.51.100.7'', ''hostile@example.com'')',
+     'invalid value for parameter "ratelimit.dropin_engine": %', 'SQL as the drop-in engine'),
+    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'ratelimit.memory_when_full', 'forget',
+     'ratelimit.consume(''hostile-when-full'', 3, ''10 seconds'', p_engine => ''memory'')',
+     'invalid value for parameter "ratelimit.memory_when_full": "forget"', 'a memory engine that forgets when full'),
+    (13, 'ratelimit.pre_request()', 'ratelimit.client_ip_header', 'X-Forwarded-For',
+     'ratelimit.pre_request()', 'invalid value for parameter "ratelimit.client_ip_header": "X-Forwarded-For"',
+     'a client address header not in lower case'),
+    (14, 'ratelimit.pre_request()', 'ratelimit.client_ip_header', 'x-forwarded-for; DROP TABLE ratelimit.request_routes',
+     'ratelimit.pre_request()', 'invalid value for parameter "ratelimit.client_ip_header": %',
+     'SQL as the client address header'),
+    (15, 'ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.near_limit_ratio', '1.5',
+     'ratelimit.check(''activity.create_post'', ''hostile-subject'')', '1.5 is outside the valid range for parameter "ratelimit.near_limit_ratio"%',
+     'a near-limit ratio above 1')
 ) AS v(n, f, setting, value, tail, message, why)
 ORDER BY v.n;
 
@@ -806,7 +831,17 @@ FROM (VALUES
     (16, 'ratelimit.presets()', $q$SELECT ratelimit.presets('game-backend')$q$, '42883', 'function % does not exist', 'an argument'),
     (17, 'ratelimit.load_preset(text,boolean)', hostile.call('ratelimit.load_preset(text,boolean)', '{"p_preset": "''game-backend''"}'),
      '22023', 'p_replace: policy "rpc.auth" differs from preset "game-backend"; pass p_replace => true to overwrite it',
-     'a preset whose rows were edited, without p_replace')
+     'a preset whose rows were edited, without p_replace'),
+    (18, 'ratelimit.memory_stats_by_database()', 'SELECT ratelimit.memory_stats_by_database(''postgres'')', '42883',
+     'function % does not exist', 'a database name as an argument'),
+    (19, 'ratelimit.metrics()', $q$SELECT ratelimit.metrics('ratelimit_policy_decisions_total')$q$, '42883',
+     'function % does not exist', 'a metric name as an argument'),
+    (20, 'ratelimit.pre_request()', $q$SELECT ratelimit.pre_request('GET')$q$, '42883',
+     'function % does not exist', 'a method as an argument'),
+    (21, 'ratelimit.request_routes_validate()', 'SELECT ratelimit.request_routes_validate()', '0A000',
+     'trigger functions can only be called as triggers', 'called directly'),
+    (22, 'ratelimit.policies_routes_check()', 'SELECT ratelimit.policies_routes_check()', '0A000',
+     'trigger functions can only be called as triggers', 'called directly')
 ) AS v(n, f, call, sqlstate, message, why)
 ORDER BY v.n;
 
@@ -846,9 +881,9 @@ FROM (VALUES
      '23514', 'new row for relation "policies" violates check constraint "policies_name_check"', 'SQL as a policy''s name'),
     (6, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES (repeat('p', 64), 5, '1 minute')$q$,
      '23514', 'new row for relation "policies" violates check constraint "policies_name_check"', 'a 64-byte policy name'),
-    (7, $q$UPDATE ratelimit.policies SET engine = 'memory', algorithm = 'sliding_window' WHERE name = 'activity.create_post'$q$,
-     '22023', 'policy "activity.create_post": p_limit must be at most 6 for sliding_window on the memory engine%',
-     'sliding_window 10 moved to the memory engine'),
+    (7, $q$UPDATE ratelimit.policies SET engine = 'memory', algorithm = 'sliding_window', "limit" = 0 WHERE name = 'activity.create_post'$q$,
+     '22023', 'policy "activity.create_post": p_limit must be greater than zero, got 0',
+     'sliding_window 0 moved to the memory engine'),
     (8, $q$UPDATE ratelimit.policies SET period = '-1 second' WHERE name = 'activity.create_post'$q$, '22023',
      'policy "activity.create_post": p_period must be greater than zero', 'a negative period'),
     (9, $q$INSERT INTO ratelimit.tiers (name, multiplier) VALUES ('hostile', 'NaN')$q$, '23514',
@@ -858,7 +893,16 @@ FROM (VALUES
     (11, $q$INSERT INTO ratelimit.access_list (action, ip) VALUES ('deny', '10.0.0.1/8')$q$, '22P02',
      'invalid cidr value: "10.0.0.1/8"', 'a network with host bits set'),
     (12, $q$INSERT INTO ratelimit.access_list (action, key) VALUES ('allow''; --', 'k')$q$, '23514',
-     'new row for relation "access_list" violates check constraint "access_list_action_check"', 'SQL as an action')
+     'new row for relation "access_list" violates check constraint "access_list_action_check"', 'SQL as an action'),
+    (13, $q$UPDATE ratelimit.policies SET quota_unit = 'content bytes' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": quota_unit must be requests, content-bytes, concurrent-requests or another token % (got "content bytes")',
+     'a quota unit with a space'),
+    (14, $q$INSERT INTO ratelimit.policies (name, "limit", period, quota_unit) VALUES ('hostile.p', 5, '1 minute', 'bytes";r=9999')$q$, '22023',
+     'policy "hostile.p": quota_unit must be requests, content-bytes, concurrent-requests or another token % (got "bytes";r=9999")',
+     'a quota unit that would end the sf-string'),
+    (15, $q$UPDATE ratelimit.policies SET quota_unit = '' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": quota_unit must be requests, content-bytes, concurrent-requests or another token % (got "")',
+     'an empty quota unit')
 ) AS v(n, call, sqlstate, message, why)
 ORDER BY v.n;
 
@@ -888,8 +932,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p
                    AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
           '{}'::text[], 'every SQL-callable function of the extension has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 43::bigint, 'the matrix covers the 43 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 858::bigint, 'the matrix holds 858 bad calls');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 48::bigint, 'the matrix covers the 48 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 874::bigint, 'the matrix holds 874 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 

@@ -1,7 +1,8 @@
 -- The memory engine (p_engine => 'memory'; the test server preloads the library): the same
 -- decisions as the table engine for the same calls, and what makes it different: it is not
--- transactional, it works in read-only transactions, it keeps only what a fixed-size slot can
--- hold, and it counts what it does.
+-- transactional, it works in read-only transactions, sliding_window takes any limit (long logs
+-- go to log blocks) and decides like the table engine, and it counts what it does, per
+-- database too. (A full store is tested on clusters of its own: test/memory/lifecycle.sh.)
 --
 -- The store lives in shared memory for the server's lifetime, not in this transaction: every
 -- key below carries a prefix unique to this run, and nothing assumes an empty store.
@@ -10,7 +11,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION ratelimit;
 SET LOCAL timezone = 'UTC';
 
-SELECT plan(34);
+SELECT plan(50);
 
 CREATE SCHEMA memory_test;
 
@@ -86,6 +87,59 @@ FROM unnest(ARRAY['fixed_window', 'rolling_window', 'sliding_window', 'sliding_w
 GROUP BY algorithm ORDER BY algorithm;
 
 ------------------------------------------------------------------------------------------------
+-- sliding_window with any limit: logs longer than a slot holds go to log blocks, and the
+-- decisions are the table engine's, log merges included (400 calls, 9 ms apart with jitter that
+-- sometimes steps back, over a 1-second period: up to ~110 distinct instants per window).
+------------------------------------------------------------------------------------------------
+CREATE FUNCTION memory_test.sliding(p_limit integer, p_engine text)
+RETURNS TABLE(step integer, allowed boolean, remaining integer, retry_after_ms bigint,
+              reset_after_ms bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    k constant text := memory_test.key('sliding-' || p_limit || '-' || p_engine);
+    unit constant integer := greatest(1, p_limit / 40);
+    d ratelimit.decision;
+    cost integer;
+BEGIN
+    FOR i IN 1..400 LOOP
+        PERFORM memory_test.at_ms(300000 + i * 9 + (i * 7919) % 23 - 11);
+        cost := unit * ((i * 31) % 4);
+        step := i;
+        IF i % 13 = 5 THEN
+            d := ratelimit.refund(k, p_limit, interval '1 second', cost, 'sliding_window', p_engine);
+        ELSIF i % 13 = 9 THEN
+            d := ratelimit.peek(k, p_limit, interval '1 second', cost, 'sliding_window', p_engine);
+        ELSE
+            d := ratelimit.consume(k, p_limit, interval '1 second', cost, 'sliding_window', p_engine);
+        END IF;
+        allowed := d.allowed;
+        remaining := d.remaining;
+        retry_after_ms := d.retry_after_ms;
+        reset_after_ms := d.reset_after_ms;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+CREATE TEMP TABLE blocks_before AS SELECT log_blocks_used FROM ratelimit.memory_stats;
+SELECT results_eq(
+    format('SELECT * FROM memory_test.sliding(%s, ''memory'') ORDER BY step', n),
+    format('SELECT * FROM memory_test.sliding(%s, ''table'') ORDER BY step', n),
+    'sliding_window, limit ' || n || ': 400 calls decide the same on the memory and the table engine')
+FROM unnest(ARRAY[10, 1000, 100000]) AS n;
+SELECT ok(bool_or(allowed) AND bool_or(NOT allowed),
+          'sliding_window, limit ' || n || ': the sequence allows and denies')
+FROM unnest(ARRAY[10, 1000, 100000]) AS n, LATERAL memory_test.sliding(n, 'memory') AS s
+GROUP BY n ORDER BY n;
+SELECT cmp_ok((SELECT log_blocks_used FROM ratelimit.memory_stats), '>=',
+              (SELECT log_blocks_used + 2 FROM blocks_before),
+              'the long logs live in log blocks');
+SELECT is(ratelimit.reset(memory_test.key('sliding-100000-memory'), 'memory'), true,
+          'reset forgets a key with a log block');
+SELECT lives_ok($$SELECT ratelimit.validate_limit(100000, '1 minute', 'sliding_window', 'memory')$$,
+                'validate_limit accepts sliding_window of any limit on memory');
+
+------------------------------------------------------------------------------------------------
 -- Not transactional: a rolled-back decision stays made; the table engine's does not.
 ------------------------------------------------------------------------------------------------
 SELECT memory_test.at_ms(100000);
@@ -143,19 +197,40 @@ SELECT is((SELECT a.denied - b.denied FROM ratelimit.memory_stats a, stats_befor
 SELECT is((SELECT a.entries - b.entries FROM ratelimit.memory_stats a, stats_before b), 1::bigint,
           'one more key is tracked');
 SELECT is(capacity, 100000::bigint, 'capacity is ratelimit.memory_capacity') FROM ratelimit.memory_stats;
-SELECT cmp_ok(shared_bytes::numeric / capacity, '<=', 128::numeric,
-              'at most 128 bytes of shared memory per key, all overhead included')
+SELECT is(log_blocks, 3125::bigint, 'log blocks: one per 32 keys by default') FROM ratelimit.memory_stats;
+SELECT cmp_ok((shared_bytes - log_blocks * 1024)::numeric / capacity, '<=', 128::numeric,
+              'at most 128 bytes of shared memory per key, all overhead included, plus 1 kB per log block')
 FROM ratelimit.memory_stats;
 SELECT ok(entries <= capacity, 'entries never exceed capacity') FROM ratelimit.memory_stats;
+SELECT ok(evictions = 0 AND refusals = 0 AND full_partitions = 0,
+          'nothing evicted or refused while the store has room') FROM ratelimit.memory_stats;
+
+------------------------------------------------------------------------------------------------
+-- Per database, and its settings.
+------------------------------------------------------------------------------------------------
+SELECT is((SELECT entries > 0 AND share_limit = 100000 AND database_oid = (SELECT oid FROM pg_database
+                                                                           WHERE datname = current_database())
+           FROM ratelimit.memory_stats_by_database() WHERE database = current_database()), true,
+          'memory_stats_by_database: this database''s keys, and its share (all of the store by default)');
+SELECT is((SELECT sum(entries)::bigint FROM ratelimit.memory_stats_by_database()),
+          (SELECT entries FROM ratelimit.memory_stats), 'the databases'' keys add up to the store''s');
+CREATE ROLE memory_test_reader;
+GRANT USAGE ON SCHEMA ratelimit TO memory_test_reader;
+GRANT EXECUTE ON FUNCTION ratelimit.memory_stats_by_database() TO memory_test_reader;
+SET LOCAL ROLE memory_test_reader;
+SELECT is((SELECT array_agg(database) FROM ratelimit.memory_stats_by_database()),
+          ARRAY[current_database()::name], 'without pg_read_all_stats, a caller sees its own database only');
+SELECT throws_ok('SET ratelimit.memory_when_full = evict', '42501',
+                 'permission denied to set parameter "ratelimit.memory_when_full"',
+                 'a caller cannot choose what a full store does to its own calls');
+RESET ROLE;
+SELECT is(current_setting('ratelimit.memory_when_full'), 'deny', 'a full store denies by default');
+SELECT throws_ok('SET ratelimit.memory_database_share = 50', '55P02', NULL,
+                 'memory_database_share is set for the whole server (reload)');
 
 ------------------------------------------------------------------------------------------------
 -- Bad calls change nothing and say what is wrong.
 ------------------------------------------------------------------------------------------------
-SELECT throws_ok(format('SELECT ratelimit.consume(%L, 7, ''1 minute'', p_algorithm => ''sliding_window'', p_engine => ''memory'')',
-                        memory_test.key('bad')),
-                 '22023',
-                 'p_limit must be at most 6 for sliding_window on the memory engine, which keeps the log inside a fixed-size slot; use sliding_window_counter or a table engine for larger limits',
-                 'sliding_window on the memory engine takes at most 6 units');
 SELECT throws_ok(format('SELECT ratelimit.consume(%L, 5, ''1 minute'', p_engine => ''Memory'')',
                         memory_test.key('bad')),
                  '22023', 'p_engine must be one of table, unlogged, memory (got "Memory")',

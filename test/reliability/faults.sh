@@ -8,20 +8,26 @@
 # ratelimit.consume(...) WHERE allowed), so a transaction cut short loses both. The view `tally`
 # then compares, key by key, the count each engine stores (limit - remaining from peek, and the
 # row's own amount; the drop-in functions' counters) with count(*) of the key's audit rows.
+# The drop-ins also run on the unlogged and memory engines (ratelimit.dropin_engine, set per
+# transaction): on unlogged their counts are rows of key_state_unlogged, compared the same way;
+# on memory there is no SQL view of them, so one more audited call on each key reads it back.
 #
 #  1. Backends terminated mid-call: 16 pgbench clients on a few keys of every engine and of the
 #     drop-in functions (check_rate_limit_for_user, increment_rate_limit, the sliding-window
-#     check_rate_limit), one call per transaction and, separately, explicit transactions of five
-#     calls; pg_terminate_backend of some backends again and again (those waiting on a key's lock,
-#     inside a call, first). Then kill -9 of one backend's pid: the postmaster restarts every
-#     process (crash recovery), without memory snapshots, with them, and after turning them off.
+#     check_rate_limit) on their tables, on unlogged, and (the latter two) on memory, one call per
+#     transaction and, separately, explicit transactions of seven calls; pg_terminate_backend of
+#     some backends again and again (those waiting on a key's lock, inside a call, first). Then
+#     kill -9 of one backend's pid: the postmaster restarts every process (crash recovery),
+#     without memory snapshots, with them, and after turning them off.
 #  2. pg_ctl stop -m immediate under the same load, and start again.
 #  3. lock_timeout and statement_timeout firing while a call waits for a key another session
 #     holds: 55P03 / 57014, nothing charged, the session goes on after ROLLBACK; consume_all over
-#     several keys (one locked, one on the memory engine) charges none of them.
+#     several keys (one locked, one on the memory engine) charges none of them; the drop-ins on
+#     unlogged time out as on their tables, and on memory decide.
 #  4. A full disk: the state tables in a tablespace on a 16 MB tmpfs filled up; every table-backed
-#     call that needs a new page fails with 53100, the memory engine keeps deciding, and once
-#     space is freed every call works and every count is what committed.
+#     call that needs a new page (the drop-ins on unlogged too) fails with 53100, the memory
+#     engine keeps deciding, and once space is freed every call works and every count is what
+#     committed.
 #  5. Fail-closed at the SQL level, throughout: a failing call raises and returns no decision,
 #     and no allowed decision that committed is missing from the store (tally).
 # RELIABILITY_LONG=1 runs more rounds, more terminations, crashes and immediate stops.
@@ -165,6 +171,19 @@ BEGIN
                          WHERE user_id::text || '/' || endpoint = p_key), 0);
     WHEN 'sliding_window_limits' THEN
         RETURN coalesce((SELECT sum(count) FROM public.rate_limit_buckets WHERE key = p_key), 0);
+    -- The drop-ins on unlogged: the row of their namespace, keyed <user id>:<name> (the window's
+    -- count), or the sliding window's own key (its log's units).
+    WHEN 'rpc_limits_unlogged' THEN
+        RETURN coalesce((SELECT amount FROM ratelimit.key_state_unlogged
+                         WHERE policy = 'drop-in/rpc_rate_limits' AND key = replace(p_key, '/', ':')), 0);
+    WHEN 'endpoint_limits_unlogged' THEN
+        RETURN coalesce((SELECT amount FROM ratelimit.key_state_unlogged
+                         WHERE policy = 'drop-in/rate_limits' AND key = replace(p_key, '/', ':')), 0);
+    WHEN 'sliding_window_limits_unlogged' THEN
+        RETURN coalesce((SELECT sum(l.units) FROM ratelimit.key_state_unlogged AS s,
+                                unnest(s.log) WITH ORDINALITY AS l(units, i)
+                         WHERE s.policy = 'drop-in/rate_limit_buckets' AND s.key = p_key
+                           AND l.i % 2 = 0), 0);
     END CASE;
 END
 $$;
@@ -178,6 +197,43 @@ BEGIN
         RETURN coalesce((SELECT amount FROM ratelimit.key_state_unlogged WHERE key = p_key), 0);
     END IF;
     RETURN stored_count(p_engine, p_key, p_lim);
+END
+$$;
+-- The drop-ins' counts on memory, which has no SQL view of them: one more call on each key of
+-- the load returns its count (that call included; audited, as the load's allowed calls are),
+-- next to what committed.
+CREATE FUNCTION read_memory_drop_ins()
+RETURNS TABLE (m_kind text, m_key text, m_stored bigint, m_committed bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    u uuid;
+    r jsonb;
+    b record;
+BEGIN
+    PERFORM set_config('ratelimit.dropin_engine', 'memory', true);
+    FOR n IN 1..2 LOOP
+        u := ('00000000-0000-0000-0000-00000000000' || n)::uuid;
+        r := increment_rate_limit(u, 'ep', 1000000, 31536000, 1);
+        m_kind := 'endpoint_limits_memory';
+        m_key := u::text || '/ep';
+        m_stored := (r ->> 'current')::bigint;
+        IF (r ->> 'allowed')::boolean THEN
+            INSERT INTO audit VALUES (m_kind, m_key);
+        END IF;
+        m_committed := (SELECT count(*) FROM audit WHERE engine = m_kind AND key = m_key);
+        RETURN NEXT;
+        SELECT * INTO b FROM check_rate_limit(p_key => 'sk' || n, p_limit => 1000000,
+                                              p_window_seconds => 31536000);
+        m_kind := 'sliding_window_limits_memory';
+        m_key := 'sk' || n;
+        m_stored := b.current_count;
+        IF b.allowed THEN
+            INSERT INTO audit VALUES (m_kind, m_key);
+        END IF;
+        m_committed := (SELECT count(*) FROM audit WHERE engine = m_kind AND key = m_key);
+        RETURN NEXT;
+    END LOOP;
+    PERFORM set_config('ratelimit.dropin_engine', 'table', true);
 END
 $$;
 CREATE VIEW tally AS
@@ -198,7 +254,19 @@ register_load_keys() {
         ('memory', 'mk1', 1000000), ('memory', 'mk2', 1000000),
         ('rpc_limits', '$U1/rpc', 1000000), ('rpc_limits', '$U2/rpc', 1000000),
         ('endpoint_limits', '$U1/ep', 1000000), ('endpoint_limits', '$U2/ep', 1000000),
-        ('sliding_window_limits', 'sk1', 1000000), ('sliding_window_limits', 'sk2', 1000000)" >/dev/null
+        ('sliding_window_limits', 'sk1', 1000000), ('sliding_window_limits', 'sk2', 1000000),
+        ('rpc_limits_unlogged', '$U1/rpc', 1000000), ('rpc_limits_unlogged', '$U2/rpc', 1000000),
+        ('endpoint_limits_unlogged', '$U1/ep', 1000000), ('endpoint_limits_unlogged', '$U2/ep', 1000000),
+        ('sliding_window_limits_unlogged', 'sk1', 1000000), ('sliding_window_limits_unlogged', 'sk2', 1000000)" >/dev/null
+}
+# What each non-durable engine holds, the drop-ins' counts on it included.
+UNLOGGED_KINDS='{unlogged,rpc_limits_unlogged,endpoint_limits_unlogged,sliding_window_limits_unlogged}'
+DROP_INS_UNLOGGED='{rpc_limits_unlogged,endpoint_limits_unlogged,sliding_window_limits_unlogged}'
+MEMORY_KINDS='{memory,endpoint_limits_memory,sliding_window_limits_memory}'
+# After a crash: the non-durable engines' audit starts afresh.
+forget_non_durable() {
+    sql "DELETE FROM audit WHERE engine = ANY ('$UNLOGGED_KINDS'::text[] || '$MEMORY_KINDS'::text[])" >/dev/null
+    sql "DELETE FROM keys WHERE engine = 'memory'" >/dev/null
 }
 
 # Keys whose stored count differs from what committed, for `engines` (a SQL array literal).
@@ -271,9 +339,39 @@ SQL
 \set k random(1, 2)
 INSERT INTO audit SELECT 'sliding_window_limits', 'sk' || :k FROM check_rate_limit(p_key => 'sk' || :k, p_limit => 1000000, p_window_seconds => 31536000) WHERE allowed;
 SQL
-    # Five calls in one explicit transaction, taking keys in one global order (table keys
-    # ascending, then unlogged, memory, per-RPC limits) so that clients never deadlock; the pause
-    # before COMMIT leaves decisions made and not yet committed when a backend is terminated.
+    # The same drop-in calls on the unlogged and memory engines, one per transaction (SET LOCAL
+    # keeps the engine to it). Not the per-RPC one on memory: its only result is a boolean and the
+    # memory engine shows no count, so nothing could read back what it stored.
+    local engine
+    for engine in unlogged memory; do
+        if [ "$engine" = unlogged ]; then
+            cat >"$WORK/rpc_limits_$engine.sql" <<SQL
+\set u random(1, 2)
+BEGIN;
+SET LOCAL ratelimit.dropin_engine = $engine;
+INSERT INTO audit SELECT 'rpc_limits_$engine', x.u::text || '/rpc' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x WHERE check_rate_limit_for_user(x.u, 'rpc', 1000000, 525600);
+COMMIT;
+SQL
+        fi
+        cat >"$WORK/endpoint_limits_$engine.sql" <<SQL
+\set u random(1, 2)
+BEGIN;
+SET LOCAL ratelimit.dropin_engine = $engine;
+INSERT INTO audit SELECT 'endpoint_limits_$engine', x.u::text || '/ep' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x, increment_rate_limit(x.u, 'ep', 1000000, 31536000, 1) AS r WHERE (r->>'allowed')::boolean;
+COMMIT;
+SQL
+        cat >"$WORK/sliding_window_limits_$engine.sql" <<SQL
+\set k random(1, 2)
+BEGIN;
+SET LOCAL ratelimit.dropin_engine = $engine;
+INSERT INTO audit SELECT 'sliding_window_limits_$engine', 'sk' || :k FROM check_rate_limit(p_key => 'sk' || :k, p_limit => 1000000, p_window_seconds => 31536000) WHERE allowed;
+COMMIT;
+SQL
+    done
+    # Seven calls in one explicit transaction, taking keys in one global order (table keys
+    # ascending, then unlogged, memory, per-RPC limits, the per-RPC limit on unlogged, the
+    # endpoint limit on memory) so that clients never deadlock; the pause before COMMIT leaves
+    # decisions made and not yet committed when a backend is terminated.
     cat >"$WORK/transaction.sql" <<SQL
 \set a random(1, 3)
 \set b :a + 1
@@ -284,6 +382,10 @@ INSERT INTO audit SELECT 'table', 'tk' || :b FROM ratelimit.consume('tk' || :b, 
 INSERT INTO audit SELECT 'unlogged', 'uk' || :u FROM ratelimit.consume('uk' || :u, $native, 'unlogged') WHERE allowed;
 INSERT INTO audit SELECT 'memory', 'mk' || :u FROM ratelimit.consume('mk' || :u, $native, 'memory') WHERE allowed;
 INSERT INTO audit SELECT 'rpc_limits', x.u::text || '/rpc' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x WHERE check_rate_limit_for_user(x.u, 'rpc', 1000000, 525600);
+SET LOCAL ratelimit.dropin_engine = unlogged;
+INSERT INTO audit SELECT 'rpc_limits_unlogged', x.u::text || '/rpc' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x WHERE check_rate_limit_for_user(x.u, 'rpc', 1000000, 525600);
+SET LOCAL ratelimit.dropin_engine = memory;
+INSERT INTO audit SELECT 'endpoint_limits_memory', x.u::text || '/ep' FROM (SELECT ('00000000-0000-0000-0000-00000000000' || :u)::uuid AS u) x, increment_rate_limit(x.u, 'ep', 1000000, 31536000, 1) AS r WHERE (r->>'allowed')::boolean;
 SELECT pg_sleep(0.002);
 COMMIT;
 SQL
@@ -291,7 +393,9 @@ SQL
 }
 AUTOCOMMIT_SCRIPTS=(-f "$WORK/table.sql@6" -f "$WORK/full.sql@1" -f "$WORK/unlogged.sql@2"
     -f "$WORK/memory.sql@2" -f "$WORK/rpc_limits.sql@1" -f "$WORK/endpoint_limits.sql@1"
-    -f "$WORK/sliding_window_limits.sql@1")
+    -f "$WORK/sliding_window_limits.sql@1" -f "$WORK/rpc_limits_unlogged.sql@1"
+    -f "$WORK/endpoint_limits_unlogged.sql@1" -f "$WORK/sliding_window_limits_unlogged.sql@1"
+    -f "$WORK/endpoint_limits_memory.sql@1" -f "$WORK/sliding_window_limits_memory.sql@1")
 TRANSACTION_SCRIPTS=(-f "$WORK/transaction.sql")
 MIXED_SCRIPTS=("${AUTOCOMMIT_SCRIPTS[@]}" -f "$WORK/transaction.sql@4")
 
@@ -401,7 +505,7 @@ register_load_keys
 memory_base="$(memory_allowed)"
 terminated_total=0
 TABLE_ENGINES='{table,rpc_limits,endpoint_limits,sliding_window_limits}'
-TRANSACTIONAL='{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits}'
+TRANSACTIONAL='{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits,rpc_limits_unlogged,endpoint_limits_unlogged,sliding_window_limits_unlogged}'
 
 for variant in autocommit transaction; do
     if [ "$variant" = autocommit ]; then
@@ -409,7 +513,7 @@ for variant in autocommit transaction; do
         calls_per_txn=1
     else
         scripts=("${TRANSACTION_SCRIPTS[@]}")
-        calls_per_txn=5
+        calls_per_txn=7
     fi
     txns=0
     aborted=0
@@ -444,26 +548,36 @@ for variant in autocommit transaction; do
         "1/$variant: all $((CLIENTS * TERMINATION_ROUNDS)) backends were terminated under load, $((TICKS * 2 * TERMINATION_ROUNDS)) of them while the others went on, and each client saw its connection end"
     is "$(sql 'SELECT 1')" "1" "1/$variant: the server accepts connections"
     check_tally "$TRANSACTIONAL" \
-        "1/$variant: table, unlogged and drop-in counters store exactly the allowed calls that committed"
+        "1/$variant: table, unlogged and drop-in counters (on their tables and on unlogged) store exactly the allowed calls that committed"
     is "$(sql "SELECT committed <= 300 AND stored = committed FROM tally WHERE key = 'tkfull'")" "t" \
         "1/$variant: a key at its limit (300) never counted past it"
     # The memory engine is not transactional: a terminated transaction keeps its decision, so the
-    # store holds at least what committed and at most one call more per terminated backend.
+    # store holds at least what committed and at most one call more per terminated backend. The
+    # drop-ins' keys on it are read back first, as their reading counts one more call each.
+    sql "SELECT * FROM read_memory_drop_ins()" >"$WORK/memory-drop-ins"
+    md_stored="$(awk '{ s += $3 } END { print s + 0 }' "$WORK/memory-drop-ins")"
+    md_committed="$(awk '{ s += $4 } END { print s + 0 }' "$WORK/memory-drop-ins")"
     mem_stored="$(stored_sum '{memory}')"
     mem_committed="$(committed_sum '{memory}')"
-    MEMORY_KEPT=$((mem_stored - mem_committed))
-    is "$(($(memory_allowed) - memory_base))" "$mem_stored" \
-        "1/$variant: memory keys hold exactly the allowed decisions the engine counted"
+    MEMORY_KEPT=$((mem_stored - mem_committed + md_stored - md_committed))
+    is "$(($(memory_allowed) - memory_base))" "$((mem_stored + md_stored))" \
+        "1/$variant: memory keys (the drop-ins' too) hold exactly the allowed decisions the engine counted"
     ok "$([ "$mem_stored" -ge "$mem_committed" ] &&
         [ $((mem_stored - mem_committed)) -le "$terminated_total" ]; echo $?)" \
         "1/$variant: memory decisions not committed ($((mem_stored - mem_committed))) are at most the terminated backends ($terminated_total)"
+    is "$(awk '$3 < $4 { print $1 "/" $2 }' "$WORK/memory-drop-ins")" "" \
+        "1/$variant: the drop-ins on memory hold every allowed call that committed ($md_committed)"
+    ok "$([ $((md_stored - md_committed)) -le "$terminated_total" ]; echo $?)" \
+        "1/$variant: their calls not committed ($((md_stored - md_committed))) are at most the terminated backends ($terminated_total)"
     summary "1 terminate/$variant: clients=$CLIENTS calls_per_txn=$calls_per_txn" \
         "txns_completed=$txns clients_aborted=$aborted backends_terminated=$terminated" \
         "(waiting_on_key_lock=$waiting)" \
         "committed_allowed: table=$(committed_sum '{table}') unlogged=$(committed_sum '{unlogged}')" \
         "drop_ins=$(committed_sum '{rpc_limits,endpoint_limits,sliding_window_limits}') memory=$mem_committed" \
+        "drop_ins_on_unlogged=$(committed_sum "$DROP_INS_UNLOGGED") drop_ins_on_memory=$md_committed" \
         "stored: table=$(stored_sum '{table}') unlogged=$(stored_sum '{unlogged}')" \
         "drop_ins=$(stored_sum '{rpc_limits,endpoint_limits,sliding_window_limits}') memory=$mem_stored" \
+        "drop_ins_on_unlogged=$(stored_sum "$DROP_INS_UNLOGGED") drop_ins_on_memory=$md_stored" \
         "mismatched_keys=$(mismatches "$TRANSACTIONAL")"
 done
 
@@ -495,11 +609,12 @@ for snapshots in off on; do
             "1/kill -9 ($snapshots): backend $victim_pid was killed and the postmaster reinitialized"
         check_tally "$TABLE_ENGINES" \
             "1/kill -9 ($snapshots): table and drop-in counters store exactly the allowed calls that committed"
-        unlogged_before="$(committed_sum '{unlogged}')" # audit is logged: it survived
+        unlogged_before="$(committed_sum "$UNLOGGED_KINDS")" # audit is logged: it survived
+        drop_ins_before="$(committed_sum "$DROP_INS_UNLOGGED")"
         is "$(sql 'SELECT count(*) FROM ratelimit.key_state_unlogged')" "0" \
             "1/kill -9 ($snapshots): the unlogged engine is empty after crash recovery (by design)"
-        ok "$([ "$unlogged_before" -gt 0 ]; echo $?)" \
-            "1/kill -9 ($snapshots): ... though $unlogged_before unlogged decisions had committed"
+        ok "$([ "$unlogged_before" -gt 0 ] && [ "$drop_ins_before" -gt 0 ]; echo $?)" \
+            "1/kill -9 ($snapshots): ... though $unlogged_before unlogged decisions had committed ($drop_ins_before of them the drop-ins')"
         if [ "$snapshots" = off ]; then
             is "$(sql 'SELECT entries, allowed FROM ratelimit.memory_stats')" "0 0" \
                 "1/kill -9 (off): the memory store starts empty"
@@ -520,11 +635,11 @@ for snapshots in off on; do
             "committed_allowed: table=$(committed_sum '{table}') drop_ins=$(committed_sum '{rpc_limits,endpoint_limits,sliding_window_limits}')" \
             "stored: table=$(stored_sum '{table}') drop_ins=$(stored_sum '{rpc_limits,endpoint_limits,sliding_window_limits}')" \
             "mismatched_keys=$(mismatches "$TABLE_ENGINES")" \
-            "unlogged: committed_before=$unlogged_before stored_after=$(stored_sum '{unlogged}')" \
+            "unlogged: committed_before=$unlogged_before (drop_ins=$drop_ins_before)" \
+            "stored_after=$(stored_sum "$UNLOGGED_KINDS")" \
             "memory_after=$memory_after"
         # The crash emptied (or rewound) the non-durable engines: compare them afresh from here.
-        sql "DELETE FROM audit WHERE engine IN ('unlogged', 'memory')" >/dev/null
-        sql "DELETE FROM keys WHERE engine = 'memory'" >/dev/null
+        forget_non_durable
     done
 done
 # Snapshots off again, then a crash: the store must start empty, not from the last snapshot
@@ -569,11 +684,12 @@ for ((round = 1; round <= STOP_ROUNDS; round++)); do
     is "$(sql 'SELECT 1')" "1" "2/immediate: the server accepts connections"
     check_tally "$TABLE_ENGINES" \
         "2/immediate: table and drop-in counters store exactly the allowed calls that committed"
-    unlogged_before="$(committed_sum '{unlogged}')"
+    unlogged_before="$(committed_sum "$UNLOGGED_KINDS")"
+    drop_ins_before="$(committed_sum "$DROP_INS_UNLOGGED")"
     is "$(sql 'SELECT count(*) FROM ratelimit.key_state_unlogged')" "0" \
         "2/immediate: the unlogged engine is empty after the restart (by design)"
-    ok "$([ "$unlogged_before" -gt 0 ]; echo $?)" \
-        "2/immediate: ... though $unlogged_before unlogged decisions had committed"
+    ok "$([ "$unlogged_before" -gt 0 ] && [ "$drop_ins_before" -gt 0 ]; echo $?)" \
+        "2/immediate: ... though $unlogged_before unlogged decisions had committed ($drop_ins_before of them the drop-ins')"
     memory_entries="$(sql 'SELECT entries FROM ratelimit.memory_stats')"
     is "$memory_entries" "0" \
         "2/immediate: the memory store starts empty without snapshots (an immediate stop saves nothing)"
@@ -584,10 +700,10 @@ for ((round = 1; round <= STOP_ROUNDS; round++)); do
         "committed_allowed: table=$(committed_sum '{table}') drop_ins=$(committed_sum '{rpc_limits,endpoint_limits,sliding_window_limits}')" \
         "stored: table=$(stored_sum '{table}') drop_ins=$(stored_sum '{rpc_limits,endpoint_limits,sliding_window_limits}')" \
         "mismatched_keys=$(mismatches "$TABLE_ENGINES")" \
-        "unlogged: committed_before=$unlogged_before stored_after=$(stored_sum '{unlogged}')" \
+        "unlogged: committed_before=$unlogged_before (drop_ins=$drop_ins_before)" \
+        "stored_after=$(stored_sum "$UNLOGGED_KINDS")" \
         "memory: keys_before_stop>=$memory_keys_before keys_after_start=$memory_entries"
-    sql "DELETE FROM audit WHERE engine IN ('unlogged', 'memory')" >/dev/null
-    sql "DELETE FROM keys WHERE engine = 'memory'" >/dev/null
+    forget_non_durable
 done
 
 # =================================================================================================
@@ -599,18 +715,31 @@ drop_in_counts() {
                 (SELECT sum(counter) FROM rate_limits),
                 (SELECT sum(count) FROM rate_limit_buckets)"
 }
+# The same three counters on the unlogged engine, where the same calls keep them instead.
+unlogged_drop_in_counts() {
+    sql "SELECT (SELECT sum(amount) FROM ratelimit.key_state_unlogged WHERE policy = 'drop-in/rpc_rate_limits'),
+                (SELECT sum(amount) FROM ratelimit.key_state_unlogged WHERE policy = 'drop-in/rate_limits'),
+                (SELECT sum(l.units) FROM ratelimit.key_state_unlogged AS s,
+                        unnest(s.log) WITH ORDINALITY AS l(units, i)
+                 WHERE s.policy = 'drop-in/rate_limit_buckets' AND l.i % 2 = 0)"
+}
 rpc_limits_call="check_rate_limit_for_user('$U1', 'rpc', 10, 525600)"
 endpoint_limits_call="increment_rate_limit('$U1', 'ep', 10, 31536000, 1)"
 sliding_window_limits_call="check_rate_limit(p_key => 'sk', p_limit => 10, p_window_seconds => 31536000)"
-# Three committed calls on each key the holder will lock.
+# Three committed calls on each key the holder will lock, the drop-ins' on their tables and on
+# unlogged.
 for _ in 1 2 3; do
     sql "SELECT $(consume_sql held), $(consume_sql held-u unlogged), $rpc_limits_call, $endpoint_limits_call" >/dev/null
     sql "SELECT * FROM $sliding_window_limits_call" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -c "SET ratelimit.dropin_engine = unlogged" \
+        -c "SELECT $rpc_limits_call, $endpoint_limits_call" -c "SELECT * FROM $sliding_window_limits_call" >/dev/null
 done
 # The holder: one open transaction that has decided on every one of those keys (and created
 # a new one), then sleeps holding their row locks and the keys' creation locks.
 psql -X -q -v ON_ERROR_STOP=1 -c "SET application_name = 'holder'" -c "BEGIN" \
     -c "SELECT $(consume_sql held), $(consume_sql held-new), $(consume_sql held-u unlogged)" \
+    -c "SELECT $rpc_limits_call, $endpoint_limits_call" -c "SELECT * FROM $sliding_window_limits_call" \
+    -c "SET ratelimit.dropin_engine = unlogged" \
     -c "SELECT $rpc_limits_call, $endpoint_limits_call" -c "SELECT * FROM $sliding_window_limits_call" \
     -c "SELECT pg_sleep(600)" >"$WORK/holder.out" 2>&1 &
 holder=$!
@@ -642,6 +771,14 @@ SELECT 'decision $p/endpoint_limits', $endpoint_limits_call;
 \\echo sqlstate $p/endpoint_limits :SQLSTATE
 SELECT 'decision $p/sliding_window_limits', allowed FROM $sliding_window_limits_call;
 \\echo sqlstate $p/sliding_window_limits :SQLSTATE
+SET ratelimit.dropin_engine = unlogged;
+SELECT 'decision $p/rpc_limits_unlogged', $rpc_limits_call;
+\\echo sqlstate $p/rpc_limits_unlogged :SQLSTATE
+SELECT 'decision $p/endpoint_limits_unlogged', $endpoint_limits_call;
+\\echo sqlstate $p/endpoint_limits_unlogged :SQLSTATE
+SELECT 'decision $p/sliding_window_limits_unlogged', allowed FROM $sliding_window_limits_call;
+\\echo sqlstate $p/sliding_window_limits_unlogged :SQLSTATE
+RESET ratelimit.dropin_engine;
 SELECT 'decision $p/consume_all', $consume_all_sql;
 \\echo sqlstate $p/consume_all :SQLSTATE
 SQL
@@ -652,6 +789,11 @@ SQL
     cat <<SQL
 SELECT 'decision lock/memory', allowed FROM $(consume_sql mem-b memory);
 \\echo sqlstate lock/memory :SQLSTATE
+SET ratelimit.dropin_engine = memory;
+SELECT 'decision lock/memory_drop_ins', $rpc_limits_call, ($endpoint_limits_call)->>'current',
+       (SELECT current_count FROM $sliding_window_limits_call);
+\\echo sqlstate lock/memory_drop_ins :SQLSTATE
+RESET ratelimit.dropin_engine;
 BEGIN;
 SELECT 'decision txn/table', allowed FROM $(consume_sql held);
 \\echo sqlstate txn/table :SQLSTATE
@@ -689,7 +831,8 @@ raised=0
 for prefix in lock statement; do
     code=55P03
     [ "$prefix" = statement ] && code=57014
-    for case in table table-new-key unlogged rpc_limits endpoint_limits sliding_window_limits consume_all; do
+    for case in table table-new-key unlogged rpc_limits endpoint_limits sliding_window_limits \
+        rpc_limits_unlogged endpoint_limits_unlogged sliding_window_limits_unlogged consume_all; do
         is "$(sqlstate_of "$prefix/$case") [$(decision_of "$prefix/$case")]" "$code []" \
             "3/${prefix}_timeout: $case on a held key raises $code and returns no decision"
         raised=$((raised + 1))
@@ -697,6 +840,8 @@ for prefix in lock statement; do
 done
 is "$(sqlstate_of lock/memory) $(decision_of lock/memory)" "00000 t" \
     "3: the memory engine decides while table rows are held"
+is "$(sqlstate_of lock/memory_drop_ins) $(decision_of lock/memory_drop_ins)" "00000 t 1 1" \
+    "3: so do the drop-ins on memory (per-RPC, endpoint and sliding-window counts of 1)"
 is "$(sqlstate_of txn/table) $(sqlstate_of txn/next-statement)" "55P03 25P02" \
     "3: inside a transaction the timeout aborts it"
 is "$(sqlstate_of txn/after-rollback) $(decision_of txn/after-rollback)" "00000 t 9" \
@@ -712,6 +857,8 @@ held_now="$(remaining held) $(remaining held-new) $(remaining held-u unlogged)"
 is "$held_now" "7 10 7" "3: the held keys still count 3, 0 and 3: no failed call charged anything"
 drop_ins_now="$(drop_in_counts)"
 is "$drop_ins_now" "3 3 3" "3: the drop-in counters still count 3 each"
+unlogged_drop_ins_now="$(unlogged_drop_in_counts)"
+is "$unlogged_drop_ins_now" "3 3 3" "3: so do their counters on unlogged"
 others_now="$(remaining free-a) $(remaining free-b) $(remaining free-c) $(remaining mem-a memory) $(remaining mem-b memory)"
 is "$others_now" "9 10 9 10 9" \
     "3: consume_all's other keys were never charged (free-a: 1 call after the savepoint, mem-a: none)"
@@ -719,21 +866,25 @@ is "$others_now" "9 10 9 10 9" \
 # consume_all's other keys (free-b and mem-a had no successful call at all).
 read -r h1 h2 h3 <<<"$held_now"
 read -r s1 s2 s3 <<<"$drop_ins_now"
-held_charged=$(((7 - h1) + (10 - h2) + (7 - h3) + (s1 - 3) + (s2 - 3) + (s3 - 3)))
+read -r v1 v2 v3 <<<"$unlogged_drop_ins_now"
+held_charged=$(((7 - h1) + (10 - h2) + (7 - h3) + (s1 - 3) + (s2 - 3) + (s3 - 3) + (v1 - 3) + (v2 - 3) + (v3 - 3)))
 read -r _ o2 _ o4 _ <<<"$others_now"
 others_charged=$(((10 - o2) + (10 - o4)))
 # The holder ends (its transaction rolls back); then the keys decide from their committed state.
 sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder'" >/dev/null
 wait "$holder" || true
 forget_pid "$holder"
-is "$(remaining held) $(remaining held-new) $(remaining held-u unlogged) $(drop_in_counts)" \
-    "7 10 7 3 3 3" "3: the holder's rolled-back calls left nothing"
+is "$(remaining held) $(remaining held-new) $(remaining held-u unlogged) $(drop_in_counts) $(unlogged_drop_in_counts)" \
+    "7 10 7 3 3 3 3 3 3" "3: the holder's rolled-back calls left nothing"
 is "$(sql "SELECT (c).allowed, (c).remaining FROM (SELECT $(consume_sql held) AS c) x")" "t 6" \
     "3: the formerly held key decides and counts from its committed state"
 is "$(sql "SELECT (c).allowed, (c).remaining FROM (SELECT $(consume_sql held-new) AS c) x")" "t 9" \
     "3: the key whose creation timed out is created by the next call"
 is "$(sql "SELECT $rpc_limits_call, ($endpoint_limits_call)->>'current'") $(sql "SELECT current_count FROM $sliding_window_limits_call")" \
     "t 4 4" "3: the drop-in counters go on from 3"
+is "$(psql -X -A -t -q -F ' ' -v ON_ERROR_STOP=1 -c "SET ratelimit.dropin_engine = unlogged" \
+    -c "SELECT $rpc_limits_call, ($endpoint_limits_call)->>'current', (SELECT current_count FROM $sliding_window_limits_call)")" \
+    "t 4 4" "3: so do their counters on unlogged"
 lock_raised="$(awk '$1 == "sqlstate" && $2 ~ /^lock\// && $3 == "55P03"' "$WORK/timeouts.out" | wc -l)"
 statement_raised="$(awk '$1 == "sqlstate" && $2 ~ /^statement\// && $3 == "57014"' "$WORK/timeouts.out" | wc -l)"
 failed_returned="$(grep -c '^decision \(lock\|statement\)/\(table\|unlogged\|rpc_limits\|endpoint_limits\|sliding_window_limits\|consume_all\)' "$WORK/timeouts.out" || true)"
@@ -743,7 +894,8 @@ FAILED_RETURNED=$((FAILED_RETURNED + failed_returned))
 summary "3 timeouts: calls_on_held_keys=$raised raised: lock_timeout_55P03=$lock_raised statement_timeout_57014=$statement_raised" \
     "decisions_returned_by_failed_calls=$failed_returned" \
     "units_charged_by_failed_calls: held_keys=$held_charged consume_all_other_keys=$others_charged" \
-    "memory_decides_while_rows_held=$(decision_of lock/memory)"
+    "memory_decides_while_rows_held=$(decision_of lock/memory)" \
+    "drop_ins_on_memory_decide=$(decision_of lock/memory_drop_ins | tr ' ' ,)"
 
 # =================================================================================================
 echo "# 4. a full disk under the state tables"
@@ -792,6 +944,15 @@ SQL
             printf '%s\n' '\echo sqlstate sliding_window_limits :SQLSTATE'
             echo "INSERT INTO audit SELECT 'table', 'dk-existing' FROM ratelimit.consume('dk-existing', $existing_native) WHERE allowed;"
             printf '%s\n' '\echo sqlstate existing :SQLSTATE'
+            # The drop-ins on unlogged: new rows of key_state_unlogged.
+            echo "SET ratelimit.dropin_engine = unlogged;"
+            echo "INSERT INTO audit SELECT 'rpc_limits_unlogged', '$uuid/rpc' WHERE check_rate_limit_for_user('$uuid', 'rpc', 10, 525600);"
+            printf '%s\n' '\echo sqlstate rpc_limits_unlogged :SQLSTATE'
+            echo "INSERT INTO audit SELECT 'endpoint_limits_unlogged', '$uuid/ep' FROM increment_rate_limit('$uuid', 'ep', 10, 31536000, 1) AS r WHERE (r->>'allowed')::boolean;"
+            printf '%s\n' '\echo sqlstate endpoint_limits_unlogged :SQLSTATE'
+            echo "INSERT INTO audit SELECT 'sliding_window_limits_unlogged', 'dsk-$i' FROM check_rate_limit(p_key => 'dsk-$i', p_limit => 10, p_window_seconds => 31536000) WHERE allowed;"
+            printf '%s\n' '\echo sqlstate sliding_window_limits_unlogged :SQLSTATE'
+            echo "RESET ratelimit.dropin_engine;"
         done
     }
     {
@@ -799,7 +960,9 @@ SQL
         for i in $(seq 1 "$N"); do
             uuid="$(user_uuid "$((1000 + i))")"
             echo "INSERT INTO keys VALUES ('table', 'dk-$i', 10), ('unlogged', 'du-$i', 10),"
-            echo "  ('rpc_limits', '$uuid/rpc', 10), ('endpoint_limits', '$uuid/ep', 10), ('sliding_window_limits', 'dsk-$i', 10);"
+            echo "  ('rpc_limits', '$uuid/rpc', 10), ('endpoint_limits', '$uuid/ep', 10), ('sliding_window_limits', 'dsk-$i', 10),"
+            echo "  ('rpc_limits_unlogged', '$uuid/rpc', 10), ('endpoint_limits_unlogged', '$uuid/ep', 10),"
+            echo "  ('sliding_window_limits_unlogged', 'dsk-$i', 10);"
         done
     } | psql -X -q -v ON_ERROR_STOP=1 >/dev/null
     # A key that exists before the disk fills.
@@ -827,7 +990,8 @@ SQL
             sort | uniq -c | tr -s ' ' | paste -sd, -
     }
     figures=""
-    for kind in table unlogged rpc_limits endpoint_limits sliding_window_limits; do
+    for kind in table unlogged rpc_limits endpoint_limits sliding_window_limits \
+        rpc_limits_unlogged endpoint_limits_unlogged sliding_window_limits_unlogged; do
         full="$(count_state "$WORK/disk-full.out" "$kind" 53100)"
         okay="$(count_state "$WORK/disk-full.out" "$kind" 00000)"
         ok "$([ "$full" -gt 0 ]; echo $?)" \
@@ -842,7 +1006,8 @@ SQL
     OTHER_ERRORS=$((OTHER_ERRORS + other_full))
     is "$(other_states "$WORK/disk-full.out")" "" "4/full: no call failed with any other error"
     is "$(sql 'SELECT 1')" "1" "4/full: the server accepts connections"
-    check_tally "{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits}" \
+    DISK_KINDS='{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits,rpc_limits_unlogged,endpoint_limits_unlogged,sliding_window_limits_unlogged}'
+    check_tally "$DISK_KINDS" \
         "4/full: every engine stores exactly the allowed calls that committed (failed calls charged nothing)"
     # The memory engine needs no disk.
     for _ in 1 2 3 4 5; do
@@ -859,8 +1024,8 @@ SQL
     free_kb_freed="$(df -k --output=avail "$MOUNT_DIR" | tail -1 | tr -d ' ')"
     psql -X -A -t -q -f "$WORK/disk.sql" >"$WORK/disk-freed.out" 2>&1 || true
     failed_after="$(awk '$1 == "sqlstate" && $3 != "00000"' "$WORK/disk-freed.out" | wc -l)"
-    is "$failed_after" "0" "4/freed: every call succeeds once space is freed ($((N * 6)) calls)"
-    check_tally "{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits,memory}" \
+    is "$failed_after" "0" "4/freed: every call succeeds once space is freed ($((N * 9)) calls)"
+    check_tally "${DISK_KINDS%\}},memory}" \
         "4/freed: every engine stores exactly the allowed calls that committed"
     is "$(sql "SELECT count(*) FROM tally WHERE engine <> 'memory' AND key <> 'dk-existing' AND stored NOT IN (1, 2)")" \
         "0" "4/freed: each new key counts its one or two committed calls"
@@ -868,10 +1033,10 @@ SQL
     summary "4 disk-full: tmpfs=16MB free_kb_when_full=$free_kb_full free_kb_after_drop=$free_kb_freed" \
         "new_key_calls_per_engine=$N results:$figures" \
         "existing_key=${existing_ok}ok/${existing_full}x53100 memory=$((10 - $(remaining dm memory)))_of_5_counted" \
-        "other_errors=$other_full after_freeing: calls=$((N * 6)) failed=$failed_after" \
-        "committed_allowed=$(committed_sum '{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits}')" \
-        "stored=$(stored_sum '{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits}')" \
-        "mismatched_keys=$(mismatches '{table,unlogged,rpc_limits,endpoint_limits,sliding_window_limits,memory}')"
+        "other_errors=$other_full after_freeing: calls=$((N * 9)) failed=$failed_after" \
+        "committed_allowed=$(committed_sum "$DISK_KINDS")" \
+        "stored=$(stored_sum "$DISK_KINDS")" \
+        "mismatched_keys=$(mismatches "${DISK_KINDS%\}},memory}")"
 fi
 
 # =================================================================================================

@@ -1,6 +1,8 @@
 // The memory store against a plain map of KeyStates decided by the same core: while nothing is
-// evicted the two must agree on every decision; eviction takes expired keys first, then the
-// least recently used; saving and restoring keeps states and LRU order.
+// evicted the two must agree on every decision, sliding_window at any limit included (long logs
+// go to log blocks); a full partition frees expired keys first, then refuses (or, when told to
+// evict, takes the least recently used key of the same database); databases are held to their
+// share; saving and restoring keeps states, databases and LRU order.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -20,8 +22,10 @@ constexpr Micros kStart = 4102444800LL * kMicrosPerSecond;  // 2100-01-01
 class Store {
   public:
     explicit Store(std::int64_t capacity, HashSecret secret = {1, 2})
-        : block_(MemoryStore::bytes_needed(capacity) / 8 + 1),
-          store_(MemoryStore::create(block_.data(), capacity, secret)) {}
+        : Store(capacity, default_memory_log_blocks(capacity), secret) {}
+    Store(std::int64_t capacity, std::int64_t log_blocks, HashSecret secret = {1, 2})
+        : block_(MemoryStore::bytes_needed(capacity, log_blocks) / 8 + 1),
+          store_(MemoryStore::create(block_.data(), capacity, log_blocks, secret)) {}
 
     MemoryStore& operator*() { return store_; }
     MemoryStore* operator->() { return &store_; }
@@ -31,9 +35,16 @@ class Store {
     }
 
     Decision decide(const std::string& key, const Limit& limit, Micros now, std::int64_t cost,
-                    Action action = Action::kConsume) {
+                    Action action = Action::kConsume, const Tenant& tenant = Tenant{}) {
         const KeyHash h = hash(key);
-        return store_.decide(MemoryStore::partition_of(h), h, limit, now, cost, action, scratch_);
+        return store_.decide(MemoryStore::partition_of(h), h, limit, now, cost, action, scratch_,
+                             tenant);
+    }
+
+    Micros block(const std::string& key, Micros until, Micros now,
+                 const Tenant& tenant = Tenant{}) {
+        const KeyHash h = hash(key);
+        return store_.block(MemoryStore::partition_of(h), h, until, now, scratch_, tenant);
     }
 
     MemoryStats totals() const {
@@ -73,11 +84,23 @@ void expect_same(const Decision& a, const Decision& b, const std::string& where)
     EXPECT_EQ(a.reset_after, b.reset_after) << where;
 }
 
+Tenant evicting(int database = 0) {
+    Tenant tenant;
+    tenant.database = database;
+    tenant.evict = true;
+    return tenant;
+}
+
 TEST(MemoryStore, EntryFitsTheBudget) {
-    // A slot plus its bucket head, plus the fixed headers spread over the smallest store.
+    // A slot plus its bucket head, plus the fixed headers spread over the smallest store; the
+    // log blocks on top, a kilobyte each.
     const std::int64_t capacity = kMinMemoryCapacity;
-    EXPECT_LE(MemoryStore::bytes_needed(capacity), static_cast<std::size_t>(capacity) * 128);
-    EXPECT_LE(MemoryStore::bytes_needed(100000), static_cast<std::size_t>(100000) * 125);
+    EXPECT_LE(MemoryStore::bytes_needed(capacity, 0), static_cast<std::size_t>(capacity) * 136);
+    EXPECT_LE(MemoryStore::bytes_needed(100000, 0), static_cast<std::size_t>(100000) * 125);
+    EXPECT_EQ(MemoryStore::bytes_needed(100000, 100) - MemoryStore::bytes_needed(100000, 0),
+              100u * 1024);
+    EXPECT_EQ(default_memory_log_blocks(100000), 3125);
+    EXPECT_EQ(default_memory_log_blocks(kMinMemoryCapacity), 8 * kMemoryPartitions);
 }
 
 TEST(MemoryStore, DecidesLikeTheCoreOnEveryAlgorithm) {
@@ -85,6 +108,9 @@ TEST(MemoryStore, DecidesLikeTheCoreOnEveryAlgorithm) {
         limit_of(Algorithm::kFixedWindow, 5, 1000 * 1000),
         limit_of(Algorithm::kRollingWindow, 5, 1000 * 1000),
         limit_of(Algorithm::kSlidingWindow, kMemoryLogCapacity, 1000 * 1000),
+        limit_of(Algorithm::kSlidingWindow, 10, 1000 * 1000),
+        limit_of(Algorithm::kSlidingWindow, 1000, 1000 * 1000),
+        limit_of(Algorithm::kSlidingWindow, 100000, 1000 * 1000),
         limit_of(Algorithm::kSlidingWindowCounter, 5, 1000 * 1000),
         limit_of(Algorithm::kTokenBucket, 5, 1000 * 1000, 7),
         limit_of(Algorithm::kGcra, 5, 1000 * 1000, 3),
@@ -97,7 +123,8 @@ TEST(MemoryStore, DecidesLikeTheCoreOnEveryAlgorithm) {
         for (int call = 0; call < 20000; ++call) {
             const std::string key = "k" + std::to_string(random() % 50);
             now += static_cast<Micros>(random() % 200000) - 20000;  // sometimes backwards
-            const std::int64_t cost = static_cast<std::int64_t>(random() % 3);
+            const std::int64_t cost = static_cast<std::int64_t>(random() % 3) *
+                                      std::max<std::int64_t>(1, limit.limit / 20);
             const int pick = static_cast<int>(random() % 10);
             const Action action = pick < 7   ? Action::kConsume
                                   : pick < 9 ? Action::kPeek
@@ -136,13 +163,91 @@ TEST(MemoryStore, FullPartitionFreesExpiredKeysBeforeEvicting) {
     EXPECT_EQ(store->stats(0).entries, slots);
     // Two seconds on, the short keys have expired: a new key takes one of their slots and the
     // least recently used key, which still counts, stays.
-    store.decide(keys[slots], short_limit, kStart + 2 * 1000 * 1000, 1);
+    EXPECT_TRUE(store.decide(keys[slots], short_limit, kStart + 2 * 1000 * 1000, 1).allowed);
     EXPECT_EQ(store->stats(0).evictions, 0);
+    EXPECT_EQ(store->stats(0).refusals, 0);
+    EXPECT_EQ(store->stats(0).full_partitions, 0);
     EXPECT_EQ(store->stats(0).expired, slots - 1);
     EXPECT_EQ(store.decide(keys[0], long_limit, kStart + 2 * 1000 * 1000, 0).remaining, 4);
 }
 
-TEST(MemoryStore, FullPartitionEvictsTheLeastRecentlyUsed) {
+TEST(MemoryStore, FullPartitionOfLiveKeysRefusesANewKey) {
+    Store store(kMinMemoryCapacity);
+    const int slots = static_cast<int>(store->stats(0).capacity);
+    const std::vector<std::string> keys = store.keys_in(0, slots + 1);
+    const Limit limit = limit_of(Algorithm::kFixedWindow, 3, kMicrosPerMinute);
+    for (int i = 0; i < slots; ++i)
+        store.decide(keys[i], limit, kStart, 3);  // every key spent
+    const Decision refused = store.decide(keys[slots], limit, kStart + 1000, 1);
+    EXPECT_FALSE(refused.allowed);
+    EXPECT_EQ(refused.remaining, 0);
+    EXPECT_EQ(refused.limit, 3);
+    // The wait until the partition's first key expires, the end of the minute.
+    EXPECT_EQ(refused.retry_after, kMicrosPerMinute - 1000);
+    EXPECT_TRUE(store->last_room().refused);
+    EXPECT_EQ(store->last_room().shortage, Shortage::kPartitionFull);
+    const MemoryStats stats = store->stats(0);
+    EXPECT_EQ(stats.entries, slots);
+    EXPECT_EQ(stats.evictions, 0);
+    EXPECT_EQ(stats.refusals, 1);
+    EXPECT_EQ(stats.denied, 1);
+    EXPECT_EQ(stats.full_partitions, 1);
+    EXPECT_EQ(store->database_stats(0).refusals, 1);
+    // Every spent key is still spent; peek, refund and reset of the new key need no slot.
+    for (int i = 0; i < slots; ++i)
+        ASSERT_FALSE(store.decide(keys[i], limit, kStart + 2000, 1).allowed) << i;
+    EXPECT_TRUE(store.decide(keys[slots], limit, kStart, 1, Action::kPeek).allowed);
+    store.decide(keys[slots], limit, kStart, 1, Action::kRefund);
+    EXPECT_FALSE(store->last_room().refused);
+    // A block of a new key cannot be stored either.
+    EXPECT_EQ(store.block(keys[slots], kStart + kMicrosPerMinute, kStart), -1);
+    // Once the minute is over the keys have expired and the new key gets a slot.
+    EXPECT_TRUE(store.decide(keys[slots], limit, kStart + kMicrosPerMinute, 1).allowed);
+    EXPECT_EQ(store->stats(0).full_partitions, 0);
+}
+
+TEST(MemoryStore, ADecisionAheadOfTheRealClockMakesRoomAtTheRealClock) {
+    // The drop-ins decide some keys at a clock moved forward (a window's end). The partition's
+    // keys expire at the end of the minute: judged at the decision's clock, an hour ahead, all
+    // of them would look expired; judged at the real clock (Tenant::clock) none is.
+    Store store(kMinMemoryCapacity);
+    const int slots = static_cast<int>(store->stats(0).capacity);
+    const std::vector<std::string> keys = store.keys_in(0, slots + 1);
+    const Limit limit = limit_of(Algorithm::kFixedWindow, 3, kMicrosPerMinute);
+    for (int i = 0; i < slots; ++i)
+        store.decide(keys[i], limit, kStart, 3);
+    Tenant real_clock;
+    real_clock.clock = kStart + 1000;
+    const Limit ahead = limit_of(Algorithm::kRollingWindow, 100, (60 * kMicrosPerMinute));
+    const Decision refused = store.decide(keys[slots], ahead, kStart + (60 * kMicrosPerMinute), 1,
+                                          Action::kConsume, real_clock);
+    EXPECT_FALSE(refused.allowed);
+    EXPECT_TRUE(store->last_room().refused);
+    EXPECT_EQ(store->stats(0).expired, 0);
+    for (int i = 0; i < slots; ++i)
+        ASSERT_FALSE(store.decide(keys[i], limit, kStart + 2000, 1).allowed) << i;
+    // Without it, the same call takes every spent key for expired.
+    EXPECT_TRUE(store.decide(keys[slots], ahead, kStart + (60 * kMicrosPerMinute), 1).allowed);
+    EXPECT_EQ(store->stats(0).expired, slots);
+}
+
+TEST(MemoryStore, BlockedAndLockedOutKeysAreNeverRefusedAway) {
+    Store store(kMinMemoryCapacity);
+    const int slots = static_cast<int>(store->stats(0).capacity);
+    const std::vector<std::string> keys = store.keys_in(0, slots + 50);
+    const Limit limit = limit_of(Algorithm::kGcra, 3, 1000 * 1000);
+    EXPECT_EQ(store.block(keys[0], kStart + 30 * 24 * 3600 * kMicrosPerSecond, kStart),
+              kStart + 30 * 24 * 3600 * kMicrosPerSecond);
+    for (int i = 1; i < slots; ++i)
+        store.decide(keys[i], limit, kStart, 3);
+    // An hour later everything but the block has expired: the flood takes those slots only.
+    for (int i = slots; i < slots + 50; ++i)
+        store.decide(keys[i], limit, kStart + 3600 * kMicrosPerSecond, 1);
+    EXPECT_FALSE(store.decide(keys[0], limit, kStart + 3600 * kMicrosPerSecond, 1).allowed);
+    EXPECT_EQ(store->stats(0).evictions, 0);
+}
+
+TEST(MemoryStore, FullPartitionEvictsTheLeastRecentlyUsedWhenTold) {
     Store store(kMinMemoryCapacity);
     const int slots = static_cast<int>(store->stats(0).capacity);
     const std::vector<std::string> keys = store.keys_in(0, slots + 2);
@@ -151,7 +256,10 @@ TEST(MemoryStore, FullPartitionEvictsTheLeastRecentlyUsed) {
         store.decide(keys[i], limit, kStart, 1);
     // keys[0] is used again (a peek counts as use), so keys[1] is now the least recent.
     store.decide(keys[0], limit, kStart, 1, Action::kPeek);
-    store.decide(keys[slots], limit, kStart, 1);
+    EXPECT_TRUE(store.decide(keys[slots], limit, kStart, 1, Action::kConsume, evicting()).allowed);
+    EXPECT_EQ(store->last_room().evicted, 1);
+    EXPECT_FALSE(store->last_room().refused);
+    EXPECT_EQ(store->database_stats(0).evictions, 1);
     EXPECT_EQ(store->stats(0).evictions, 1);
     EXPECT_EQ(store->stats(0).entries, slots);
     EXPECT_EQ(store.decide(keys[0], limit, kStart, 0, Action::kPeek).remaining, 4);
@@ -163,10 +271,11 @@ TEST(MemoryStore, ManyKeysIntoASmallStoreNeverLoseAKeyUsedOften) {
     const Limit limit = limit_of(Algorithm::kFixedWindow, 1000000, kMicrosPerMinute);
     std::int64_t hot_calls = 0;
     for (int i = 0; i < 200000; ++i) {
-        store.decide("cold-" + std::to_string(i), limit, kStart, 1);
+        store.decide("cold-" + std::to_string(i), limit, kStart, 1, Action::kConsume, evicting());
         if (i % 100 == 0) {
             ++hot_calls;
-            ASSERT_EQ(store.decide("hot", limit, kStart, 1).remaining, 1000000 - hot_calls);
+            ASSERT_EQ(store.decide("hot", limit, kStart, 1, Action::kConsume, evicting()).remaining,
+                      1000000 - hot_calls);
         }
         ASSERT_LE(store.totals().entries, kMinMemoryCapacity);
     }
@@ -207,31 +316,206 @@ TEST(MemoryStore, BlockAndReset) {
     EXPECT_TRUE(store.decide("user", limit, kStart, 1).allowed);
 }
 
-TEST(MemoryStore, SlidingWindowLimitIsBoundedBySlotSize) {
-    EXPECT_NO_THROW(require_memory_limit(
-        limit_of(Algorithm::kSlidingWindow, kMemoryLogCapacity, kMicrosPerMinute)));
-    EXPECT_NO_THROW(
-        require_memory_limit(limit_of(Algorithm::kSlidingWindowCounter, 1000, kMicrosPerMinute)));
-    try {
-        require_memory_limit(
-            limit_of(Algorithm::kSlidingWindow, kMemoryLogCapacity + 1, kMicrosPerMinute));
-        FAIL() << "expected an ArgumentError";
-    } catch (const ArgumentError& e) {
-        EXPECT_EQ(e.argument(), "p_limit");
-        EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+TEST(MemoryStore, FloodOfNewKeysNeverForgetsALiveKey) {
+    // The users' case, scaled down: a spent key, then ten times the capacity in new keys.
+    Store store(kMinMemoryCapacity);
+    const Limit limit = limit_of(Algorithm::kFixedWindow, 3, 3600 * kMicrosPerSecond);
+    for (int i = 0; i < 4; ++i)
+        store.decide("victim", limit, kStart, 1);
+    std::int64_t allowed = 0;
+    for (int i = 0; i < 10 * kMinMemoryCapacity; ++i)
+        allowed += store.decide("flood-" + std::to_string(i), limit, kStart + 1000, 1).allowed;
+    const MemoryStats totals = store.totals();
+    EXPECT_EQ(totals.evictions, 0);
+    EXPECT_EQ(totals.entries, kMinMemoryCapacity);
+    EXPECT_EQ(allowed, kMinMemoryCapacity - 1);
+    EXPECT_EQ(totals.refusals, 10 * kMinMemoryCapacity - allowed);
+    EXPECT_EQ(totals.full_partitions, kMemoryPartitions);
+    const Decision victim = store.decide("victim", limit, kStart + 2000, 1, Action::kPeek);
+    EXPECT_FALSE(victim.allowed);
+    EXPECT_EQ(victim.remaining, 0);
+}
+
+TEST(MemoryStore, EvictionTakesOnlyTheSameDatabase) {
+    Store store(kMinMemoryCapacity);
+    const int a = store->database_index(16384);
+    const int b = store->database_index(16385);
+    EXPECT_NE(a, b);
+    EXPECT_EQ(store->database_index(16384), a);  // a row per database, found again
+    const int slots = static_cast<int>(store->stats(0).capacity);
+    const std::vector<std::string> keys = store.keys_in(0, 2 * slots);
+    const Limit limit = limit_of(Algorithm::kFixedWindow, 5, kMicrosPerMinute);
+    // Database A holds half of the partition, B the other half, A's keys the least recent.
+    for (int i = 0; i < slots; ++i)
+        store.decide(keys[i], limit, kStart, 1, Action::kConsume, evicting(i < slots / 2 ? a : b));
+    // B's flood, even when told to evict, takes only B's keys.
+    for (int i = slots; i < 2 * slots; ++i)
+        store.decide(keys[i], limit, kStart, 1, Action::kConsume, evicting(b));
+    EXPECT_EQ(store->database_stats(a).entries, slots / 2);
+    EXPECT_EQ(store->database_stats(a).evictions, 0);
+    EXPECT_EQ(store->database_stats(b).evictions, slots);
+    for (int i = 0; i < slots / 2; ++i)
+        EXPECT_EQ(store.decide(keys[i], limit, kStart, 0, Action::kPeek, evicting(a)).remaining, 4);
+    // A partition full of B's keys refuses A's new key even with evict: none of them is A's.
+    Store other(kMinMemoryCapacity);
+    const int oa = other->database_index(1);
+    const int ob = other->database_index(2);
+    for (int i = 0; i < slots; ++i)
+        other.decide(keys[i], limit, kStart, 1, Action::kConsume, evicting(ob));
+    EXPECT_FALSE(
+        other.decide(keys[slots], limit, kStart, 1, Action::kConsume, evicting(oa)).allowed);
+    EXPECT_EQ(other->last_room().shortage, Shortage::kPartitionFull);
+    EXPECT_EQ(other->database_stats(oa).refusals, 1);
+    EXPECT_EQ(other->database_stats(ob).evictions, 0);
+}
+
+TEST(MemoryStore, DatabaseShareBoundsItsKeys) {
+    Store store(kMinMemoryCapacity);
+    Tenant small;
+    small.database = store->database_index(7);
+    small.share = 100;
+    Tenant big;
+    big.database = store->database_index(8);
+    const Limit limit = limit_of(Algorithm::kFixedWindow, 5, kMicrosPerMinute);
+    int allowed = 0;
+    for (int i = 0; i < 300; ++i)
+        allowed += store.decide("s" + std::to_string(i), limit, kStart, 1, Action::kConsume, small)
+                       .allowed;
+    EXPECT_EQ(allowed, 100);
+    EXPECT_EQ(store->database_stats(small.database).entries, 100);
+    EXPECT_EQ(store->database_stats(small.database).refusals, 200);
+    EXPECT_EQ(store->last_room().shortage, Shortage::kShareFull);
+    // Its existing keys go on counting; another database is not held by its share.
+    EXPECT_TRUE(store.decide("s0", limit, kStart, 1, Action::kConsume, small).allowed);
+    for (int i = 0; i < 300; ++i)
+        ASSERT_TRUE(
+            store.decide("b" + std::to_string(i), limit, kStart, 1, Action::kConsume, big).allowed);
+    // With evict, a database at its share takes its own least recently used key of the new
+    // key's partition.
+    small.evict = true;
+    const int partition = MemoryStore::partition_of(store.hash("s1"));
+    const std::string fresh = store.keys_in(partition, 1000).back();
+    EXPECT_TRUE(store.decide(fresh, limit, kStart, 1, Action::kConsume, small).allowed);
+    EXPECT_EQ(store->database_stats(small.database).entries, 100);
+    EXPECT_EQ(store->database_stats(small.database).evictions, 1);
+    EXPECT_EQ(store->database_stats(big.database).evictions, 0);
+    // Its expired keys no longer count against it once freed.
+    small.evict = false;
+    for (int p = 0; p < kMemoryPartitions; ++p)
+        store->expire(p, kStart + kMicrosPerMinute);
+    EXPECT_EQ(store->database_stats(small.database).entries, 0);
+    EXPECT_TRUE(
+        store.decide("s-later", limit, kStart + kMicrosPerMinute, 1, Action::kConsume, small)
+            .allowed);
+}
+
+TEST(MemoryStore, SlidingWindowOfAnyLimitDecidesLikeTheCore) {
+    // Logs up to kMaxSlidingLog entries: in the slot up to kMemoryLogCapacity, beyond in a
+    // block, given back when the log shrinks and when the key goes.
+    Store store(kMinMemoryCapacity);
+    std::mt19937_64 random(7);
+    for (std::int64_t n :
+         {std::int64_t{6}, std::int64_t{10}, std::int64_t{1000}, std::int64_t{100000}}) {
+        const Limit limit = limit_of(Algorithm::kSlidingWindow, n, kMicrosPerMinute);
+        std::map<std::string, KeyState> model;
+        Micros now = kStart;
+        for (int call = 0; call < 5000; ++call) {
+            const std::string key = "sw" + std::to_string(n) + "-" + std::to_string(random() % 8);
+            now += static_cast<Micros>(random() % 2000000);
+            const std::int64_t cost =
+                1 + static_cast<std::int64_t>(random() % std::min<std::int64_t>(n, 50));
+            const Action action = random() % 10 == 0 ? Action::kRefund : Action::kConsume;
+            const Decision expected = decide(limit, model[key], now, cost, action);
+            expect_same(store.decide(key, limit, now, cost, action), expected,
+                        "limit " + std::to_string(n) + " call " + std::to_string(call));
+        }
     }
+    EXPECT_GT(store.totals().log_blocks_used, 0);
+    EXPECT_EQ(store.totals().refusals, 0);
+    // Reset and expiry give the blocks back.
+    for (int p = 0; p < kMemoryPartitions; ++p)
+        store->expire(p, kStart + 365LL * 24 * 3600 * kMicrosPerSecond);
+    EXPECT_EQ(store.totals().log_blocks_used, 0);
+    EXPECT_EQ(store.totals().entries, 0);
+}
+
+TEST(MemoryStore, FullLogPoolRefusesOrEvictsALogOwner) {
+    // One block per partition: the second long log of a partition finds the pool full.
+    Store store(kMinMemoryCapacity, kMemoryPartitions);
+    const std::vector<std::string> keys = store.keys_in(3, 3);
+    const Limit limit = limit_of(Algorithm::kSlidingWindow, 100, kMicrosPerMinute);
+    auto fill = [&](const std::string& key, const Tenant& tenant) {
+        Decision last;
+        for (int i = 0; i < kMemoryLogCapacity + 1; ++i)
+            last = store.decide(key, limit, kStart + i * 1000, 1, Action::kConsume, tenant);
+        return last;
+    };
+    EXPECT_TRUE(fill(keys[0], Tenant{}).allowed);
+    EXPECT_EQ(store->stats(3).log_blocks_used, 1);
+    // The second key keeps its five inline entries; its sixth is refused, nothing changed.
+    const Decision refused = fill(keys[1], Tenant{});
+    EXPECT_FALSE(refused.allowed);
+    EXPECT_EQ(store->last_room().shortage, Shortage::kLogPoolFull);
+    EXPECT_EQ(store.decide(keys[1], limit, kStart + 10000, 0, Action::kPeek).remaining,
+              100 - kMemoryLogCapacity);
+    EXPECT_EQ(store.decide(keys[0], limit, kStart + 10000, 0, Action::kPeek).remaining,
+              100 - kMemoryLogCapacity - 1);
+    // With evict, the least recently used key holding a block goes.
+    const Decision evicted = fill(keys[2], evicting());
+    EXPECT_TRUE(evicted.allowed);
+    EXPECT_EQ(store->stats(3).evictions, 1);
+    EXPECT_EQ(store.decide(keys[0], limit, kStart + 10000, 0, Action::kPeek).remaining, 100);
+    EXPECT_EQ(store.decide(keys[1], limit, kStart + 10000, 0, Action::kPeek).remaining,
+              100 - kMemoryLogCapacity);
+}
+
+TEST(MemoryStore, ReserveHoldsRoomForSeveralKeys) {
+    Store store(kMinMemoryCapacity);
+    const int slots = static_cast<int>(store->stats(5).capacity);
+    const std::vector<std::string> keys = store.keys_in(5, slots + 2);
+    const Limit limit = limit_of(Algorithm::kFixedWindow, 5, kMicrosPerMinute);
+    for (int i = 0; i < slots - 1; ++i)
+        store.decide(keys[i], limit, kStart, 1);
+    // One slot left: two new keys cannot both have one, and nothing is held on failure.
+    MemoryStore::Need need;
+    need.slots = 2;
+    const KeyHash keep[2] = {store.hash(keys[slots - 1]), store.hash(keys[slots])};
+    EXPECT_FALSE(store->reserve(5, kStart, Tenant{}, need, keep, 2));
+    EXPECT_EQ(store->last_room().shortage, Shortage::kPartitionFull);
+    need.slots = 1;
+    EXPECT_TRUE(store->reserve(5, kStart, Tenant{}, need, keep, 1));
+    EXPECT_EQ(store->database_stats(0).entries, slots);  // the held slot counts
+    store->release(5, Tenant{});
+    EXPECT_EQ(store->database_stats(0).entries, slots - 1);
+    EXPECT_EQ(store->need_for_consume(5, keep[0], limit, 1).slots, 1);
+    EXPECT_EQ(store->need_for_consume(5, store.hash(keys[0]), limit, 1).slots, 0);
+}
+
+TEST(MemoryStore, EveryLimitIsAcceptedNow) {
+    EXPECT_NO_THROW(
+        require_memory_limit(limit_of(Algorithm::kSlidingWindow, 100000, kMicrosPerMinute)));
 }
 
 TEST(MemoryStore, SavedKeysRestoreWithStateAndOrder) {
     Store before(kMinMemoryCapacity);
-    const Limit limit = limit_of(Algorithm::kSlidingWindow, kMemoryLogCapacity, kMicrosPerMinute);
+    const int db = before->database_index(4242);
+    Tenant tenant;
+    tenant.database = db;
+    const Limit limit = limit_of(Algorithm::kSlidingWindow, 1000, kMicrosPerMinute);
     for (int i = 0; i < 300; ++i)
-        for (int call = 0; call <= i % 4; ++call)
-            before.decide("k" + std::to_string(i), limit, kStart + call * 1000, 1);
+        for (int call = 0; call <= i % 9; ++call)  // some logs longer than the slot holds
+            before.decide("k" + std::to_string(i), limit, kStart + call * 1000, 1, Action::kConsume,
+                          tenant);
+    before.block("blocked", kStart + 30 * 24 * 3600 * kMicrosPerSecond, kStart, tenant);
     std::vector<SavedSlot> saved;
     for (int p = 0; p < kMemoryPartitions; ++p)
         before->for_each_oldest_first(p, [&](const SavedSlot& s) { saved.push_back(s); });
-    ASSERT_EQ(saved.size(), 300u);
+    ASSERT_EQ(saved.size(), 301u);
+    for (const SavedSlot& s : saved) {
+        EXPECT_TRUE(MemoryStore::plausible(s));
+        EXPECT_EQ(s.database, 4242u);
+    }
+    EXPECT_GT(before.totals().log_blocks_used, 0);
 
     Store after(kMinMemoryCapacity, before->secret());
     for (const SavedSlot& s : saved)
@@ -241,6 +525,9 @@ TEST(MemoryStore, SavedKeysRestoreWithStateAndOrder) {
         expect_same(after.decide(key, limit, kStart + 5000, 1, Action::kPeek),
                     before.decide(key, limit, kStart + 5000, 1, Action::kPeek), key);
     }
+    EXPECT_EQ(after.totals().log_blocks_used, before.totals().log_blocks_used);
+    // The database came back with its keys: the same OID's row counts them.
+    EXPECT_EQ(after->database_stats(after->database_index(4242)).entries, 301);
     // The LRU order came back too: both stores list each partition in the same order.
     for (int p = 0; p < kMemoryPartitions; ++p) {
         std::vector<KeyHash> a, b;
@@ -248,10 +535,21 @@ TEST(MemoryStore, SavedKeysRestoreWithStateAndOrder) {
         after->for_each_oldest_first(p, [&](const SavedSlot& s) { b.push_back(s.key); });
         EXPECT_EQ(a, b);
     }
+    EXPECT_FALSE(after.decide("blocked", limit, kStart + 5000, 1, Action::kPeek).allowed);
+    // The saved form reads back as the same state.
+    KeyState state;
+    load_saved_state(saved.back(), state);
+    EXPECT_EQ(state.algorithm, static_cast<Algorithm>(saved.back().algorithm));
     // Expired keys are not restored.
     Store later(kMinMemoryCapacity, before->secret());
     EXPECT_FALSE(later->restore(saved.front(), kStart + 2 * kMicrosPerMinute));
     EXPECT_EQ(later.totals().entries, 0);
+    // A store with fewer log blocks keeps what fits, the most recently used first.
+    Store smaller(kMinMemoryCapacity, 0, before->secret());
+    int restored = 0;
+    for (const SavedSlot& s : saved)
+        restored += smaller->restore(s, kStart);
+    EXPECT_EQ(restored, 301 - before.totals().log_blocks_used);
 }
 
 TEST(MemoryStore, ImplausibleSavedSlotsAreRefused) {
@@ -259,23 +557,29 @@ TEST(MemoryStore, ImplausibleSavedSlotsAreRefused) {
     good.algorithm = static_cast<std::int16_t>(Algorithm::kSlidingWindow);
     good.log_count = 2;
     good.expires_at = kStart + 1;
-    good.state.log.at[0] = kStart - 10;
-    good.state.log.at[1] = kStart - 5;
-    good.state.log.units[0] = 1;
-    good.state.log.units[1] = 2;
+    good.log[0] = LogEntry{kStart - 10, 1};
+    good.log[1] = LogEntry{kStart - 5, 2};
     EXPECT_TRUE(MemoryStore::plausible(good));
+    SavedSlot longer = good;
+    longer.log_count = kMaxSlidingLog;
+    for (int i = 0; i < kMaxSlidingLog; ++i)
+        longer.log[i] = LogEntry{kStart - 100 + i, 1000};
+    EXPECT_TRUE(MemoryStore::plausible(longer));
 
     SavedSlot bad = good;
     bad.algorithm = 99;
     EXPECT_FALSE(MemoryStore::plausible(bad));
-    bad = good;
-    bad.log_count = kMemoryLogCapacity + 1;
+    bad = longer;
+    bad.log_count = kMaxSlidingLog + 1;
     EXPECT_FALSE(MemoryStore::plausible(bad));
     bad = good;
-    bad.state.log.at[1] = bad.state.log.at[0];  // not strictly increasing
+    bad.log[1].at = bad.log[0].at;  // not strictly increasing
     EXPECT_FALSE(MemoryStore::plausible(bad));
     bad = good;
-    bad.state.log.units[0] = 0;
+    bad.log[0].units = 0;
+    EXPECT_FALSE(MemoryStore::plausible(bad));
+    bad = good;
+    bad.log[0].units = std::int64_t{INT32_MAX} + 1;
     EXPECT_FALSE(MemoryStore::plausible(bad));
     bad = good;
     bad.algorithm = static_cast<std::int16_t>(Algorithm::kFixedWindow);  // a log it cannot have

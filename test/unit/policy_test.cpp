@@ -821,6 +821,51 @@ TEST(PolicyPlans, TheFirstDenyListEntryEndsTheCallAndSkippedOnesCountAsAllowed) 
                                           PolicyOutcome::kNone}));
 }
 
+TEST(PolicyNearLimit, MoreThanTheRatioOfTheLimitUsedAfterTheCharge) {
+    // limit 10, ratio 0.8: floor(8) units may be used without being near; 9 and 10 are near.
+    EXPECT_FALSE(near_limit(10, 3, 0.8));  // 7 used
+    EXPECT_FALSE(near_limit(10, 2, 0.8));  // 8 used
+    EXPECT_TRUE(near_limit(10, 1, 0.8));   // 9 used
+    EXPECT_TRUE(near_limit(10, 0, 0.8));
+    // floor(3 x 0.5) = 1: two used is near.
+    EXPECT_FALSE(near_limit(3, 2, 0.5));
+    EXPECT_TRUE(near_limit(3, 1, 0.5));
+    // 0 counts every charge; 1 none; no limit never.
+    EXPECT_TRUE(near_limit(1000, 999, 0.0));
+    EXPECT_FALSE(near_limit(1000, 0, 1.0));
+    EXPECT_FALSE(near_limit(0, 0, 0.5));
+}
+
+TEST(PolicyNearLimit, AnAllowedCallReportsWhatEachChargedPolicyHasLeft) {
+    const PolicyRule a = rule_of(Algorithm::kFixedWindow, 5, kMicrosPerMinute);
+    const PolicyRule b = rule_of(Algorithm::kFixedWindow, 10, kMicrosPerMinute);
+    std::vector<PolicyRequest> requests(2);
+    requests[0] = PolicyRequest{&a, "x", nullptr, ListVerdict{false, false, std::nullopt}};
+    requests[1] = PolicyRequest{&b, "x", nullptr, ListVerdict{false, false, std::nullopt}};
+    const PolicyPlan plan = plan_policies(requests, nullptr, 1, kT0);
+    ASSERT_EQ(plan.kind, PolicyPlan::Kind::kDecide);
+    std::vector<Decision> decisions(2);
+    decisions[0].allowed = true;
+    decisions[0].limit = 5;
+    decisions[0].remaining = 0;
+    decisions[1].allowed = true;
+    decisions[1].limit = 10;
+    decisions[1].remaining = 6;
+    const PolicyAnswer allowed = answer_decided(requests, plan, decisions, true, 1);
+    ASSERT_EQ(allowed.charged.size(), 2u);
+    EXPECT_EQ(allowed.charged[0].request, 0u);
+    EXPECT_EQ(allowed.charged[0].limit, 5);
+    EXPECT_EQ(allowed.charged[0].remaining, 0);
+    EXPECT_EQ(allowed.charged[1].request, 1u);
+    EXPECT_EQ(allowed.charged[1].remaining, 6);
+    // Denied as a whole: nothing was charged, so nothing is near the limit.
+    decisions[1].allowed = false;
+    decisions[1].remaining = 0;
+    decisions[1].retry_after = kMicrosPerSecond;
+    const PolicyAnswer denied = answer_decided(requests, plan, decisions, false, 1);
+    EXPECT_TRUE(denied.charged.empty());
+}
+
 // ---- all or nothing over fake engines
 // -------------------------------------------------------------
 

@@ -1,0 +1,61 @@
+// Which policies a PostgREST request is checked against (ratelimit.pre_request): the rows of
+// ratelimit.request_routes matched against the request's method, path and role, each giving a
+// policy and the key the request is counted under.
+//
+// A route matches when its methods hold the request's method (or '*'), its path pattern matches
+// the request's path ('*' in a pattern stands for any run of characters, '/' included; every
+// other character stands for itself), and its roles are empty or hold the request's role. Every
+// matching route applies; a policy named by several matching routes is checked once, under the
+// first of them (routes are given in id order).
+//
+// Keys (each policy counts in its own namespace; the prefixes keep users and addresses apart
+// within one):
+//   user        'user:' || the JWT's sub; a request without one skips the route
+//   ip          'ip:' || the client address (see first_forwarded_hop); 'ip:unknown' without one
+//   user_or_ip  the user's key when there is a sub, else the address's
+//   global      'global': one counter for every request the route matches
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ratelimit {
+
+enum class RouteKey { kUser, kIp, kUserOrIp, kGlobal };
+
+// Throws ArgumentError (22023, naming `argument`) for another name.
+RouteKey parse_route_key(const char* argument, std::string_view name);
+
+struct RequestRoute {
+    std::vector<std::string> methods;  // upper case, or "*"
+    std::string path_pattern;
+    std::vector<std::string> roles;  // empty: any role
+    std::string policy;
+    RouteKey key = RouteKey::kUserOrIp;
+};
+
+struct RouteRequest {
+    std::string method;
+    std::string path;
+    std::string role;
+    std::optional<std::string> user;     // the JWT's sub
+    std::optional<std::string> address;  // the client address, canonical text
+};
+
+// The policies to check, in route order, and each one's key.
+struct RouteChecks {
+    std::vector<std::string> policies;
+    std::vector<std::string> keys;
+};
+
+RouteChecks match_routes(const std::vector<RequestRoute>& routes, const RouteRequest& request);
+
+bool path_matches(std::string_view pattern, std::string_view path) noexcept;
+
+// The first address of a forwarding header's value ("client, proxy1, proxy2" gives "client"),
+// without surrounding blanks; empty when there is none.
+std::string_view first_forwarded_hop(std::string_view value) noexcept;
+
+}  // namespace ratelimit

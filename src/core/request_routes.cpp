@@ -1,0 +1,100 @@
+#include "ratelimit/request_routes.hpp"
+
+#include <algorithm>
+
+#include "ratelimit/error.hpp"
+
+namespace ratelimit {
+
+RouteKey parse_route_key(const char* argument, std::string_view name) {
+    if (name == "user")
+        return RouteKey::kUser;
+    if (name == "ip")
+        return RouteKey::kIp;
+    if (name == "user_or_ip")
+        return RouteKey::kUserOrIp;
+    if (name == "global")
+        return RouteKey::kGlobal;
+    throw ArgumentError::invalid(argument, "must be user, ip, user_or_ip or global");
+}
+
+bool path_matches(std::string_view pattern, std::string_view path) noexcept {
+    // Greedy matching with one backtrack point: the last '*' seen and where the path stood.
+    std::size_t p = 0;
+    std::size_t s = 0;
+    std::size_t star = std::string_view::npos;
+    std::size_t star_from = 0;
+    while (s < path.size()) {
+        if (p < pattern.size() && pattern[p] == '*') {
+            star = p++;
+            star_from = s;
+        } else if (p < pattern.size() && pattern[p] == path[s]) {
+            ++p;
+            ++s;
+        } else if (star != std::string_view::npos) {
+            p = star + 1;
+            s = ++star_from;
+        } else {
+            return false;
+        }
+    }
+    while (p < pattern.size() && pattern[p] == '*')
+        ++p;
+    return p == pattern.size();
+}
+
+std::string_view first_forwarded_hop(std::string_view value) noexcept {
+    const std::size_t comma = value.find(',');
+    std::string_view hop = value.substr(0, comma);
+    const auto blank = [](char c) { return c == ' ' || c == '\t'; };
+    while (!hop.empty() && blank(hop.front()))
+        hop.remove_prefix(1);
+    while (!hop.empty() && blank(hop.back()))
+        hop.remove_suffix(1);
+    return hop;
+}
+
+namespace {
+
+bool holds(const std::vector<std::string>& list, std::string_view value) {
+    return std::find(list.begin(), list.end(), value) != list.end();
+}
+
+}  // namespace
+
+RouteChecks match_routes(const std::vector<RequestRoute>& routes, const RouteRequest& request) {
+    RouteChecks checks;
+    const std::string address_key = "ip:" + request.address.value_or("unknown");
+    for (const RequestRoute& route : routes) {
+        if (!holds(route.methods, "*") && !holds(route.methods, request.method))
+            continue;
+        if (!route.roles.empty() && !holds(route.roles, request.role))
+            continue;
+        if (!path_matches(route.path_pattern, request.path))
+            continue;
+        if (holds(checks.policies, route.policy))
+            continue;
+        std::string key;
+        switch (route.key) {
+            case RouteKey::kUser:
+                if (!request.user)
+                    continue;
+                key = "user:" + *request.user;
+                break;
+            case RouteKey::kIp:
+                key = address_key;
+                break;
+            case RouteKey::kUserOrIp:
+                key = request.user ? "user:" + *request.user : address_key;
+                break;
+            case RouteKey::kGlobal:
+                key = "global";
+                break;
+        }
+        checks.policies.push_back(route.policy);
+        checks.keys.push_back(std::move(key));
+    }
+    return checks;
+}
+
+}  // namespace ratelimit

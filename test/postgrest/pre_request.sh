@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# ratelimit.pre_request() as PostgREST runs it, on a primary and on a hot standby of its own
+# (clusters of its own, the library preloaded). Each request is PostgREST's transaction, sent
+# as the authenticator role:
+#   BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY      -- READ WRITE but for GET and HEAD
+#   SELECT set_config('search_path', ..., true), set_config('role', <role>, true),
+#          set_config('request.jwt.claims', ..., true), set_config('request.method', ..., true),
+#          set_config('request.path', ..., true), set_config('request.headers', ..., true),
+#          set_config('request.cookies', ..., true)
+#   SELECT "ratelimit"."pre_request"()                  -- db-pre-request
+#   <the request's query, which also reads current_setting('response.headers', true) for the
+#    response's headers>
+#   COMMIT
+# A denial is PostgREST's custom error: SQLSTATE PGRST, the message the JSON body (code,
+# message, details, hint), the detail {"status": 429, "headers": {...}}.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/cluster.sh
+
+cluster_start "shared_preload_libraries = 'ratelimit'" "fsync = off" >/dev/null
+standby_dir="$CLUSTER_DIR/standby"
+standby_port=""
+stop_all() {
+    if [ -n "$standby_port" ]; then
+        cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$standby_dir" -m fast -w stop \
+            >/dev/null 2>&1 || true
+    fi
+    cluster_stop
+}
+trap stop_all EXIT
+
+database=ratelimit_postgrest
+tests=0
+failures=0
+is() {
+    tests=$((tests + 1))
+    if [ "$1" == "$2" ]; then
+        echo "ok $tests - $3"
+    else
+        failures=$((failures + 1))
+        echo "not ok $tests - $3"
+        echo "#   got:      $1"
+        echo "#   expected: $2"
+    fi
+}
+
+psql -X -q -v ON_ERROR_STOP=1 -d postgres >/dev/null <<SQL
+CREATE ROLE anon NOLOGIN;
+CREATE ROLE authenticated NOLOGIN;
+CREATE ROLE authenticator LOGIN NOINHERIT;
+GRANT anon, authenticated TO authenticator;
+CREATE DATABASE $database;
+-- Every request's clock stands at the start of a minute, so windows and waits are exact.
+ALTER ROLE authenticator SET ratelimit.test_clock = '2026-03-01 10:00:00+00';
+SQL
+psql -X -q -v ON_ERROR_STOP=1 -d "$database" >/dev/null <<'SQL'
+CREATE EXTENSION ratelimit;
+-- Reads (GET, HEAD) per client address on the memory engine; writes per user, or per address
+-- for anonymous callers, on the table engine; every request per address on a generous policy.
+INSERT INTO ratelimit.policies (name, "limit", period, engine) VALUES
+    ('api.read', 3, '1 minute', 'memory'),
+    ('api.write', 2, '1 minute', 'table'),
+    ('api.any', 100, '1 minute', 'memory');
+INSERT INTO ratelimit.request_routes (methods, path_pattern, policy, key) VALUES
+    ('{GET,HEAD}', '/items*', 'api.read', 'ip'),
+    ('{POST,PATCH}', '/items', 'api.write', 'user_or_ip'),
+    ('{*}', '*', 'api.any', 'ip');
+SQL
+
+# request PORT METHOD PATH ROLE CLAIMS HEADERS: runs the transaction and prints what the
+# client would get: "200 <name>=<value> | ..." (the headers pre_request set, sorted), or
+# "PGRST <status> <body code> | <name>=<value> | ..." (the 429's headers), or the other error.
+request() {
+    local port="$1" method="$2" path="$3" role="$4" claims="$5" headers="$6" access="READ WRITE"
+    if [ "$method" = GET ] || [ "$method" = HEAD ]; then
+        access="READ ONLY"
+    fi
+    local out
+    out="$(PGPORT="$port" PGUSER=authenticator psql -X -A -t -q -d "$database" \
+        -v method="$method" -v path="$path" -v role="$role" -v claims="$claims" \
+        -v headers="$headers" 2>&1 <<SQL
+\\set VERBOSITY verbose
+\\set ON_ERROR_STOP on
+BEGIN ISOLATION LEVEL READ COMMITTED $access;
+SELECT set_config('search_path', '"public"', true), set_config('role', :'role', true),
+       set_config('request.jwt.claims', :'claims', true), set_config('request.method', :'method', true),
+       set_config('request.path', :'path', true), set_config('request.headers', :'headers', true),
+       set_config('request.cookies', '{}', true) \\g /dev/null
+SELECT "ratelimit"."pre_request"() \\g /dev/null
+SELECT '200 ' || coalesce((SELECT string_agg(e.key || '=' || e.value, ' | ' ORDER BY e.key)
+                             FROM jsonb_array_elements(nullif(current_setting('response.headers', true), '')::jsonb) AS a,
+                                  jsonb_each_text(a) AS e), '');
+COMMIT;
+SQL
+    )" || true
+    if grep -q 'ERROR:  PGRST: ' <<<"$out"; then
+        local message detail
+        message="$(sed -n 's/^.*ERROR:  PGRST: //p' <<<"$out")"
+        detail="$(sed -n 's/^DETAIL:  //p' <<<"$out")"
+        psql -X -A -t -q -d "$database" -v message="$message" -v detail="$detail" <<'SQL'
+SELECT 'PGRST ' || (:'detail'::jsonb ->> 'status') || ' ' || (:'message'::jsonb ->> 'code') || ' | '
+       || (SELECT string_agg(e.key || '=' || e.value, ' | ' ORDER BY e.key)
+             FROM jsonb_each_text(:'detail'::jsonb -> 'headers') AS e);
+SQL
+    elif grep -q '^200 ' <<<"$out"; then
+        grep '^200 ' <<<"$out"
+    else
+        grep -o 'ERROR: .*' <<<"$out" | head -1
+    fi
+}
+
+# header RESPONSE NAME: one header's value in a response line.
+header() {
+    tr '|' '\n' <<<"${1#* }" | sed -n "s/^ *$2=\(.*[^ ]\) *$/\1/p" | head -1
+}
+
+anon_claims='{"role": "anon"}'
+user_claims='{"role": "authenticated", "sub": "6f1c2a8e-0d5b-4c1e-9a51-2b7e8d3c4f10"}'
+client='{"x-forwarded-for": "203.0.113.7, 10.0.0.1", "user-agent": "test"}'
+other_client='{"x-forwarded-for": "198.51.100.9"}'
+
+echo "# configuration is checked when it is written"
+# error_of SQL TEXT: TEXT when the statement fails with an error message containing it.
+error_of() {
+    psql -X -A -t -q -d "$database" -c "$1" 2>&1 | sed -n 's/^.*ERROR:  //p' | grep -oF -- "$2" | head -1
+}
+is "$(error_of "INSERT INTO ratelimit.request_routes (methods, path_pattern, policy) VALUES ('{GET}', '/x', 'api.write')" 'policy: a route for GET or HEAD needs a memory-engine policy')" \
+    'policy: a route for GET or HEAD needs a memory-engine policy' \
+    "a GET route to a table-engine policy is refused"
+is "$(error_of "INSERT INTO ratelimit.request_routes (path_pattern, policy) VALUES ('/x', 'api.write')" 'policy: a route for GET or HEAD needs a memory-engine policy')" \
+    'policy: a route for GET or HEAD needs a memory-engine policy' \
+    "so is a route for any method ('*')"
+is "$(error_of "UPDATE ratelimit.policies SET engine = 'table' WHERE name = 'api.read'" 'engine: policy "api.read" is used by a route for GET or HEAD')" \
+    'engine: policy "api.read" is used by a route for GET or HEAD' \
+    "moving a routed read policy off the memory engine is refused"
+is "$(error_of "INSERT INTO ratelimit.request_routes (methods, path_pattern, policy) VALUES ('{get}', '/x', 'api.any')" 'methods must hold GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS')" \
+    'methods must hold GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS' "methods are upper case"
+is "$(error_of "INSERT INTO ratelimit.request_routes (path_pattern, policy, key) VALUES ('/x', 'api.any', 'email')" 'key must be user, ip, user_or_ip or global (got "e')" \
+    'key must be user, ip, user_or_ip or global (got "e' "keys are checked"
+is "$(error_of "INSERT INTO ratelimit.request_routes (path_pattern, policy) VALUES ('items', 'api.any')" 'path_pattern must start with / or * and ')" \
+    'path_pattern must start with / or * and ' "paths start with / or *"
+
+check_reads() {  # check_reads PORT WHERE
+    local port="$1" where="$2" out
+    for remaining in 2 1 0; do
+        out="$(request "$port" GET /items anon "$anon_claims" "$client")"
+        is "$(header "$out" X-RateLimit-Remaining) $(header "$out" X-RateLimit-Limit)" "$remaining 3" \
+            "$where: GET /items allowed, api.read has $remaining of 3 left"
+        is "$(header "$out" RateLimit | grep -o '"api.read";r=[0-9]*;t=[0-9]*')" "\"api.read\";r=$remaining;t=60" \
+            "$where: its RateLimit field says so, with the reset in 60 s"
+    done
+    out="$(request "$port" HEAD /items/7 anon "$anon_claims" "$client")"
+    is "${out%% *} $(header "$out" Retry-After) $(header "$out" X-RateLimit-Remaining)" "PGRST 60 0" \
+        "$where: the fourth read (HEAD /items/7, the same route) gets PostgREST's error with Retry-After 60"
+    is "$(cut -d' ' -f2,3 <<<"$out")" "429 RATE_LIMITED" "$where: status 429, body code RATE_LIMITED"
+    is "$(header "$out" RateLimit | grep -o '"api.read";r=0;t=60')" '"api.read";r=0;t=60' \
+        "$where: the 429 carries the RateLimit field, t equal to Retry-After"
+    out="$(request "$port" GET /items anon "$anon_claims" "$other_client")"
+    is "$(header "$out" X-RateLimit-Remaining)" "2" "$where: another client address has its own count"
+    out="$(request "$port" GET /health anon "$anon_claims" "$client")"
+    is "${out%% *} $(header "$out" X-RateLimit-Limit)" "200 100" \
+        "$where: a path only the catch-all route matches is counted by api.any alone"
+}
+
+echo "# the primary"
+check_reads "$PGPORT" primary
+out="$(request "$PGPORT" POST /items authenticated "$user_claims" "$client")"
+is "${out%% *} $(header "$out" X-RateLimit-Remaining)" "200 1" "POST /items by a user: allowed (table engine), 1 of 2 left"
+out="$(request "$PGPORT" POST /items authenticated "$user_claims" "$client")"
+out="$(request "$PGPORT" POST /items authenticated "$user_claims" "$other_client")"
+is "${out%% *} $(cut -d' ' -f2 <<<"$out")" "PGRST 429" "the user's third write is refused, whatever address it comes from"
+out="$(request "$PGPORT" POST /items anon "$anon_claims" "$other_client")"
+is "${out%% *} $(header "$out" X-RateLimit-Remaining)" "200 1" "an anonymous write counts by its address"
+is "$(psql -X -A -t -q -d "$database" -c "SELECT key || '=' || amount FROM ratelimit.key_state WHERE policy = 'api.write' ORDER BY key" | tr '\n' ' ')" \
+    "ip:198.51.100.9=1 user:6f1c2a8e-0d5b-4c1e-9a51-2b7e8d3c4f10=2 " \
+    "the table engine holds exactly the committed writes (the refused one charged nothing)"
+out="$(request "$PGPORT" GET /items anon "$anon_claims" '{"x-forwarded-for": "not an address"}')"
+is "${out%% *} $(header "$out" X-RateLimit-Remaining)" "200 2" "an unreadable address counts as ip:unknown"
+out="$(psql -X -A -t -q -d "$database" -c 'SELECT "ratelimit"."pre_request"()' 2>&1)"
+is "$out" "" "outside a PostgREST request (request.method unset) pre_request does nothing"
+is "$(psql -X -A -t -q -d "$database" -c "SELECT policy || ':' || allowed || '/' || denied FROM ratelimit.policy_stats ORDER BY policy" | tr '\n' ' ')" \
+    "api.any:9/0 api.read:5/1 api.write:3/1 " \
+    "the policy counters saw every request (a call denied by one policy charges none of the others)"
+
+echo "# a hot standby: GET and HEAD decide on its own memory engine"
+cluster_as_postgres "$CLUSTER_BINDIR/pg_basebackup" -D "$standby_dir" -R -X stream \
+    -h "$PGHOST" -p "$PGPORT" -U postgres
+chmod 700 "$standby_dir"
+# A free port can be taken by another server between the look and the start: try again.
+for attempt in 1 2 3 4 5; do
+    standby_port="$(cluster_free_port)"
+    echo "port = $standby_port" >>"$standby_dir/postgresql.conf"
+    if cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$standby_dir" \
+        -l "$CLUSTER_DIR/standby.log" -w -t 60 start >/dev/null; then
+        break
+    fi
+    if [ "$attempt" -eq 5 ]; then
+        cat "$CLUSTER_DIR/standby.log" >&2
+        exit 1
+    fi
+    sleep 1
+done
+is "$(PGPORT=$standby_port psql -X -A -t -q -d "$database" -c 'SELECT pg_is_in_recovery()')" "t" \
+    "the standby is in recovery"
+check_reads "$standby_port" standby
+
+echo "1..$tests"
+if [ "$failures" -gt 0 ]; then
+    echo "postgrest: $failures of $tests failed"
+    exit 1
+fi
+echo "postgrest: all $tests passed"

@@ -1,0 +1,79 @@
+#include "ratelimit/request_routes.hpp"
+
+#include <gtest/gtest.h>
+
+#include "ratelimit/error.hpp"
+
+namespace ratelimit {
+namespace {
+
+TEST(RequestRoutes, PathPatternsMatchWholePathsWithStarsForAnyRun) {
+    EXPECT_TRUE(path_matches("/items", "/items"));
+    EXPECT_FALSE(path_matches("/items", "/items/1"));
+    EXPECT_FALSE(path_matches("/items", "/item"));
+    EXPECT_TRUE(path_matches("/items*", "/items"));
+    EXPECT_TRUE(path_matches("/items*", "/items/1/children"));
+    EXPECT_TRUE(path_matches("*", "/anything"));
+    EXPECT_TRUE(path_matches("/rpc/*", "/rpc/login"));
+    EXPECT_FALSE(path_matches("/rpc/*", "/rpc"));
+    EXPECT_TRUE(path_matches("/*/comments", "/posts/7/comments"));
+    EXPECT_FALSE(path_matches("/*/comments", "/posts/7/comments/1"));
+    EXPECT_TRUE(path_matches("/a*b*c", "/aXbYbZc"));
+    EXPECT_FALSE(path_matches("/a*b*c", "/aXbYbZ"));
+    EXPECT_TRUE(path_matches("", ""));
+    EXPECT_FALSE(path_matches("", "/"));
+    // Only '*' is special: '?', '%', '_' and '.' stand for themselves.
+    EXPECT_FALSE(path_matches("/item?", "/items"));
+    EXPECT_FALSE(path_matches("/items_%", "/itemsXY"));
+    EXPECT_TRUE(path_matches("/items_%", "/items_%"));
+}
+
+TEST(RequestRoutes, TheFirstForwardedHopIsTheClient) {
+    EXPECT_EQ(first_forwarded_hop("203.0.113.7, 10.0.0.1, 10.0.0.2"), "203.0.113.7");
+    EXPECT_EQ(first_forwarded_hop("  2001:db8::1  "), "2001:db8::1");
+    EXPECT_EQ(first_forwarded_hop(""), "");
+    EXPECT_EQ(first_forwarded_hop(" , 10.0.0.1"), "");
+}
+
+TEST(RequestRoutes, MatchingRoutesGiveTheirPoliciesOnceWithTheirKeys) {
+    std::vector<RequestRoute> routes(5);
+    routes[0] = {{"GET", "HEAD"}, "/items*", {}, "api.read", RouteKey::kIp};
+    routes[1] = {{"*"}, "*", {"anon"}, "api.anon", RouteKey::kUserOrIp};
+    routes[2] = {{"POST"}, "/items", {}, "api.write", RouteKey::kUser};
+    routes[3] = {{"*"}, "*", {}, "api.read", RouteKey::kGlobal};  // named again: skipped
+    routes[4] = {{"*"}, "*", {}, "api.all", RouteKey::kGlobal};
+
+    RouteRequest get{"GET", "/items/3", "anon", std::nullopt, "203.0.113.7"};
+    RouteChecks checks = match_routes(routes, get);
+    EXPECT_EQ(checks.policies, (std::vector<std::string>{"api.read", "api.anon", "api.all"}));
+    EXPECT_EQ(checks.keys,
+              (std::vector<std::string>{"ip:203.0.113.7", "ip:203.0.113.7", "global"}));
+
+    RouteRequest post{"POST", "/items", "authenticated", std::string("u-1"), std::nullopt};
+    checks = match_routes(routes, post);
+    EXPECT_EQ(checks.policies, (std::vector<std::string>{"api.write", "api.read", "api.all"}));
+    EXPECT_EQ(checks.keys, (std::vector<std::string>{"user:u-1", "global", "global"}));
+
+    // A user route without a user is skipped; an address route without one counts as unknown.
+    RouteRequest anonymous_post{"POST", "/items", "anon", std::nullopt, std::nullopt};
+    checks = match_routes(routes, anonymous_post);
+    EXPECT_EQ(checks.policies, (std::vector<std::string>{"api.anon", "api.read", "api.all"}));
+    EXPECT_EQ(checks.keys, (std::vector<std::string>{"ip:unknown", "global", "global"}));
+
+    RouteRequest other{"DELETE", "/nothing", "authenticated", std::nullopt, std::nullopt};
+    checks = match_routes(std::vector<RequestRoute>(routes.begin(), routes.begin() + 3), other);
+    EXPECT_TRUE(checks.policies.empty());
+}
+
+TEST(RequestRoutes, KeyNamesAreCheckedAndTheArgumentNamed) {
+    EXPECT_EQ(parse_route_key("key", "user_or_ip"), RouteKey::kUserOrIp);
+    try {
+        parse_route_key("key", "User");
+        FAIL() << "no error";
+    } catch (const ArgumentError& error) {
+        EXPECT_EQ(error.argument(), "key");
+    }
+}
+
+}  // namespace
+}  // namespace ratelimit
