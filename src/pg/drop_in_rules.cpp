@@ -1,11 +1,14 @@
 #include "pg/drop_in_rules.hpp"
 
+#include <cstring>
 #include <string>
 
 #include "pg/guard.hpp"
 #include "pg/memory_engine.hpp"
 #include "pg/policy_cache.hpp"
+#include "pg/result_row.hpp"
 #include "pg/state_engines.hpp"
+#include "ratelimit/identity.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -126,25 +129,11 @@ Datum drop_in_space(DropInSpace space) {
 }
 
 Datum user_name_key(const pg_uuid_t* user_id, Datum name) {
-    static const char kHex[] = "0123456789abcdef";
-    const text* name_text = reinterpret_cast<const text*>(DatumGetPointer(name));
-    const int name_bytes = static_cast<int>(VARSIZE_ANY_EXHDR(name_text));
-    Datum key = 0;
-    call_postgres([&] {
-        text* made = static_cast<text*>(palloc(VARHDRSZ + 37 + name_bytes));
-        SET_VARSIZE(made, VARHDRSZ + 37 + name_bytes);
-        char* out = VARDATA(made);
-        for (int i = 0; i < UUID_LEN; ++i) {
-            if (i == 4 || i == 6 || i == 8 || i == 10)
-                *out++ = '-';
-            *out++ = kHex[user_id->data[i] >> 4];
-            *out++ = kHex[user_id->data[i] & 0xF];
-        }
-        *out++ = ':';
-        memcpy(out, VARDATA_ANY(name_text), name_bytes);
-        key = PointerGetDatum(made);
-    });
-    return key;
+    Uuid id;
+    std::memcpy(id.data(), user_id->data, UUID_LEN);
+    std::string key = uuid_text(id) + ':';
+    key.append(text_bytes(name));
+    return text_datum(key);
 }
 
 Oid drop_in_state_schema() {

@@ -307,15 +307,20 @@ void apply_answer(FunctionCallInfo fcinfo, Oid schema, const PolicyCall& call,
         const bool enforced = !call.policies[request].rule->shadow;
         log_denial(fcinfo, call, request, retry_after, enforced, now);
     }
-    std::vector<bool> near(answer.outcomes.size(), false);
     const double ratio = near_limit_ratio();
-    for (const PolicyAnswer::Charged& charged : answer.charged)
-        near[charged.request] = near_limit(charged.limit, charged.remaining, ratio);
+    // Whether request i's charge left it near its limit: `charged` holds a few entries at most.
+    auto near = [&](std::size_t i) {
+        for (const PolicyAnswer::Charged& charged : answer.charged) {
+            if (charged.request == i)
+                return near_limit(charged.limit, charged.remaining, ratio);
+        }
+        return false;
+    };
     for (std::size_t i = 0; i < answer.outcomes.size(); ++i) {
         if (answer.outcomes[i] == PolicyOutcome::kNone)
             continue;
         count_outcome(call.policies[i].rule->name, text_bytes(call.policies[i].subject),
-                      answer.outcomes[i], now, near[i]);
+                      answer.outcomes[i], now, near(i));
     }
 }
 
