@@ -212,6 +212,15 @@ class MemoryStore {
     // Row `index` (0..kMaxMemoryDatabases - 1): its OID (0 while unclaimed) and counts.
     MemoryDatabaseStats database_stats(int index) const noexcept;
 
+    // ---- cache hints for a batch of keys: they only read, and change nothing ----
+
+    // Asks the CPU to fetch `key`'s bucket head (its address alone: no lock needed).
+    void prefetch_bucket(int partition, const KeyHash& key) const noexcept;
+    // Asks for the first slot of `key`'s chain and, when that slot holds `key`, for its LRU
+    // neighbours, which the decision moves it between. The caller holds `partition`'s lock.
+    void prefetch_slot(int partition, const KeyHash& key) const noexcept;
+    void prefetch_neighbours(int partition, const KeyHash& key) const noexcept;
+
     // ---- the caller holds `partition`'s lock exclusively ----
 
     // Decides `action` on `key` like decide() on the key's state, and stores the result. A key

@@ -241,6 +241,9 @@ struct PolicyAnswer {
         std::int64_t remaining = 0;
     };
     std::vector<Charged> charged;
+    // A decided plan's decision for each of plan.checked, in its order (after the charge when
+    // allowed, as the key stands when denied): what the HTTP fields report of every policy.
+    std::vector<Decision> checked;
 };
 
 // Whether an allowed charge left its key near the limit: more than floor(limit x ratio) of the

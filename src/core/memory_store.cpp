@@ -210,6 +210,29 @@ LogEntry* MemoryStore::block_entries(std::uint32_t block) const noexcept {
     return logs_ + static_cast<std::size_t>(block) * kMaxSlidingLog;
 }
 
+void MemoryStore::prefetch_bucket(int partition, const KeyHash& key) const noexcept {
+    const PartitionHeader& header = partitions_[partition];
+    __builtin_prefetch(&buckets_[header.first + key.low % header.count]);
+}
+
+void MemoryStore::prefetch_slot(int partition, const KeyHash& key) const noexcept {
+    const PartitionHeader& header = partitions_[partition];
+    const std::uint32_t head = buckets_[header.first + key.low % header.count];
+    if (head != kNoSlot)
+        __builtin_prefetch(&slots_[head], 1);
+}
+
+void MemoryStore::prefetch_neighbours(int partition, const KeyHash& key) const noexcept {
+    const PartitionHeader& header = partitions_[partition];
+    const std::uint32_t head = buckets_[header.first + key.low % header.count];
+    if (head == kNoSlot || !(slots_[head].key == key))
+        return;
+    if (slots_[head].newer != kNoSlot)
+        __builtin_prefetch(&slots_[slots_[head].newer], 1);
+    if (slots_[head].older != kNoSlot)
+        __builtin_prefetch(&slots_[slots_[head].older], 1);
+}
+
 MemorySlot* MemoryStore::find(int partition, const KeyHash& key) noexcept {
     for (std::uint32_t i = bucket_of(partitions_[partition], key); i != kNoSlot;
          i = slots_[i].chain_next) {
@@ -524,6 +547,14 @@ Decision MemoryStore::decide(int partition, const KeyHash& key, const Limit& lim
     PartitionHeader& header = partitions_[partition];
     MemorySlot* slot = find(partition, key);
     if (slot != nullptr) {
+        // The slot moves to the front of the LRU list after the decision: its neighbours and the
+        // front are fetched while it decides.
+        if (slot->newer != kNoSlot) {
+            __builtin_prefetch(&slots_[slot->newer], 1);
+            __builtin_prefetch(&slots_[header.newest], 1);
+        }
+        if (slot->older != kNoSlot)
+            __builtin_prefetch(&slots_[slot->older], 1);
         load_state(*slot, scratch);
     } else {
         scratch.algorithm = Algorithm::kNone;

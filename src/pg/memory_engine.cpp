@@ -526,6 +526,8 @@ bool refused_in_this_statement(const KeyHash& key) {
 
 Decision memory_decide(const MemoryKey& key, const Limit& limit, Micros now, std::int64_t cost,
                        Action action, Micros room_clock) {
+    // The key's bucket is fetched while the lock is taken.
+    MemoryStore::attach(store_block()).prefetch_bucket(key.partition, key.hash);
     KeyState& scratch = scratch_state();
     Tenant tenant = current_tenant();
     tenant.clock = room_clock;
@@ -540,6 +542,69 @@ Decision memory_decide(const MemoryKey& key, const Limit& limit, Micros now, std
         note_refusal(key.hash);
     after_pressure(room);
     return decision;
+}
+
+void memory_decide_each(const MemoryKey* keys, std::size_t count, const Limit& limit, Micros now,
+                        std::int64_t cost, Action action, Decision* decisions) {
+    // The keys' positions ordered by partition (a counting sort: stable, so one key's repeats
+    // keep their order).
+    std::vector<std::uint32_t> order(count);
+    {
+        std::uint32_t starts[kMemoryPartitions + 1] = {0};
+        for (std::size_t i = 0; i < count; ++i)
+            ++starts[keys[i].partition + 1];
+        for (int p = 0; p < kMemoryPartitions; ++p)
+            starts[p + 1] += starts[p];
+        for (std::size_t i = 0; i < count; ++i)
+            order[starts[keys[i].partition]++] = static_cast<std::uint32_t>(i);
+    }
+    // A run holds its partition's lock for at most this many decisions, so that other sessions
+    // wait no longer for a batch than for a few single calls.
+    constexpr std::size_t kRun = 32;
+    // How far ahead the cache is asked for: a bucket head, then the slot it names, then that
+    // slot's LRU neighbours, each a few decisions before it is needed.
+    constexpr std::size_t kBucketAhead = 6, kSlotAhead = 4, kNeighbourAhead = 2;
+    KeyState& scratch = scratch_state();
+    const Tenant tenant = current_tenant();
+    MemoryStore hints = MemoryStore::attach(store_block());
+    for (std::size_t i = 0; i < std::min(count, kBucketAhead); ++i)
+        hints.prefetch_bucket(keys[order[i]].partition, keys[order[i]].hash);
+    std::size_t next = 0;
+    while (next < count) {
+        const int partition = keys[order[next]].partition;
+        std::size_t end = next;
+        while (end < count && end - next < kRun && keys[order[end]].partition == partition)
+            ++end;
+        RoomReport room;
+        std::size_t refused = count;  // the position whose key found no room, if one did
+        next = with_partition(partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
+            std::size_t at = next;
+            while (at < end) {
+                if (at + kBucketAhead < count)
+                    store.prefetch_bucket(keys[order[at + kBucketAhead]].partition,
+                                          keys[order[at + kBucketAhead]].hash);
+                if (at + kSlotAhead < end)
+                    store.prefetch_slot(partition, keys[order[at + kSlotAhead]].hash);
+                if (at + kNeighbourAhead < end)
+                    store.prefetch_neighbours(partition, keys[order[at + kNeighbourAhead]].hash);
+                const std::uint32_t i = order[at++];
+                decisions[i] = store.decide(partition, keys[i].hash, limit, now, cost, action,
+                                            scratch, tenant);
+                room = store.last_room();
+                // What a full store asks for (a warning, an error) is done with the lock
+                // released, before the next key, as between single calls.
+                if (room.refused || room.evicted != 0) {
+                    if (room.refused)
+                        refused = i;
+                    break;
+                }
+            }
+            return at;
+        });
+        if (refused != count)
+            note_refusal(keys[refused].hash);
+        after_pressure(room);
+    }
 }
 
 Micros memory_block(const MemoryKey& key, Micros until, Micros now) {

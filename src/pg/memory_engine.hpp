@@ -32,6 +32,12 @@ MemoryKey memory_key(const StateKey& key);
 // is made at that instant (see Tenant::clock).
 Decision memory_decide(const MemoryKey& key, const Limit& limit, Micros now, std::int64_t cost,
                        Action action, Micros room_clock = -1);
+// Decides each of `count` keys on its own, as memory_decide() would one after the other
+// (decisions[i] for keys[i]; a key given twice is decided twice, in order). The keys are
+// taken partition by partition, each partition's lock once for a run of its keys, with the
+// next keys' buckets and slots fetched into the cache while one is decided.
+void memory_decide_each(const MemoryKey* keys, std::size_t count, const Limit& limit, Micros now,
+                        std::int64_t cost, Action action, Decision* decisions);
 Micros memory_block(const MemoryKey& key, Micros until, Micros now);
 bool memory_reset(const MemoryKey& key);
 

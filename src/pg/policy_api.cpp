@@ -363,6 +363,7 @@ PolicyAnswer decide_planned(FunctionCallInfo fcinfo, Oid schema, const PolicyCal
             for (const TierCall& tier : tiers)
                 decisions[tier.index] = reported_decision(tier, allowed);
             answer = answer_decided(call.requests, plan, decisions, allowed, call.cost);
+            answer.checked = std::move(decisions);
             break;
         }
     }
@@ -564,11 +565,10 @@ std::optional<std::string> quota_unit(const PolicyCatalog& catalog, const Policy
 }
 
 // What the IETF fields and the problem body say beyond the decision: the reported policy's qu
-// and pk, the call's other enforced policies (each as its key stands after the call: one peek
-// each), and the policies that denied.
-void add_http_items(const PolicyCatalog& catalog, Oid schema, const PolicyCall& call,
-                    const PolicyPlan& plan, const PolicyAnswer& answer, Micros now,
-                    DecisionView* view) {
+// and pk, the call's other enforced policies (each as its key stands after the call, as the
+// decision reported it), and the policies that denied.
+void add_http_items(const PolicyCatalog& catalog, const PolicyCall& call, const PolicyPlan& plan,
+                    const PolicyAnswer& answer, DecisionView* view) {
     for (std::size_t i = 0; i < answer.outcomes.size(); ++i) {
         if (answer.outcomes[i] == PolicyOutcome::kDenied)
             view->violated.push_back(call.policies[i].rule->name);
@@ -580,22 +580,18 @@ void add_http_items(const PolicyCatalog& catalog, Oid schema, const PolicyCall& 
     view->partition_key = partition_key(catalog, reported);
     if (plan.kind != PolicyPlan::Kind::kDecide)
         return;  // the call ended at the reported policy
-    for (const PolicyPlan::Checked& checked : plan.checked) {
+    for (std::size_t k = 0; k < plan.checked.size(); ++k) {
+        const PolicyPlan::Checked& checked = plan.checked[k];
         if (!checked.enforced || checked.request == *answer.policy)
             continue;
         const ResolvedPolicy& resolved = call.policies[checked.request];
-        EngineStorage storage;
-        StateEngine& engine =
-            state_engine(resolved.rule->engine, schema, "ratelimit.check_http()", storage);
-        const Decision peek =
-            engine.decide(StateKey{resolved.space, resolved.subject}, checked.limit, now,
-                          std::max<std::int64_t>(call.cost, 1), Action::kPeek);
+        const Decision& decision = answer.checked[k];
         PolicyItem item;
         item.name = resolved.rule->name;
-        item.limit = peek.limit;
-        item.remaining = peek.remaining;
+        item.limit = decision.limit;
+        item.remaining = decision.remaining;
         item.denies = answer.outcomes[checked.request] == PolicyOutcome::kDenied;
-        item.wait_ms = milliseconds_up(item.denies ? peek.retry_after : peek.reset_after);
+        item.wait_ms = milliseconds_up(item.denies ? decision.retry_after : decision.reset_after);
         item.period_ms = (checked.limit.period + 500) / 1000;
         item.quota_unit = quota_unit(catalog, *resolved.rule);
         item.partition_key = partition_key(catalog, resolved);
@@ -622,7 +618,7 @@ Datum check_http_body(FunctionCallInfo fcinfo) {
     const PolicyPlan plan = plan_call(call, now);
     const PolicyAnswer answer = decide_planned(fcinfo, schema, call, plan, now);
     DecisionView view = decision_view(call, answer, now);
-    add_http_items(catalog, schema, call, plan, answer, now, &view);
+    add_http_items(catalog, call, plan, answer, &view);
 
     std::vector<JsonMember> decision(11);
     const char* const kNames[] = {"allowed",        "policy",         "limit",     "remaining",

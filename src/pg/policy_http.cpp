@@ -1,6 +1,8 @@
 #include "pg/policy_http.hpp"
 
+#include <cstring>
 #include <stdexcept>
+#include <utility>
 
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
@@ -17,64 +19,92 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-// PostgreSQL code: call inside call_postgres().
-void push_string(JsonbParseState** state, JsonbIteratorToken token, const std::string& value) {
-    JsonbValue v;
-    v.type = jbvString;
-    v.val.string.len = static_cast<int>(value.size());
-    v.val.string.val = const_cast<char*>(value.data());
-    pushJsonbValue(state, token, &v);
+// jsonb keeps an object's keys ordered by length, then by bytes, each key once. Members put in
+// that order beforehand let the whole object be serialized in one pass from an in-memory tree
+// (JsonbValueToJsonb), instead of pushJsonbValue sorting every object as it closes it.
+bool key_before(const JsonMember& a, const JsonMember& b) {
+    if (a.name.size() != b.name.size())
+        return a.name.size() < b.name.size();
+    return std::memcmp(a.name.data(), b.name.data(), a.name.size()) < 0;
 }
 
-void push_member(JsonbParseState** state, const JsonMember& member) {
-    push_string(state, WJB_KEY, member.name);
-    JsonbValue v;
+// PostgreSQL code: call inside call_postgres(). The values point into `text`, which outlives
+// the serialization.
+void set_string(JsonbValue* v, const std::string& text) {
+    v->type = jbvString;
+    v->val.string.len = static_cast<int>(text.size());
+    v->val.string.val = const_cast<char*>(text.data());
+}
+
+void set_object(JsonbValue* v, const std::vector<JsonMember>& members);
+
+void set_value(JsonbValue* v, const JsonMember& member) {
     switch (member.kind) {
         case JsonMember::Kind::kNull:
-            v.type = jbvNull;
-            pushJsonbValue(state, WJB_VALUE, &v);
+            v->type = jbvNull;
             break;
         case JsonMember::Kind::kString:
-            push_string(state, WJB_VALUE, member.text);
+            set_string(v, member.text);
             break;
         case JsonMember::Kind::kNumber:
-            v.type = jbvNumeric;
-            v.val.numeric = int64_to_numeric(member.number);
-            pushJsonbValue(state, WJB_VALUE, &v);
+            v->type = jbvNumeric;
+            v->val.numeric = int64_to_numeric(member.number);
             break;
         case JsonMember::Kind::kNumericText:
-            v.type = jbvNumeric;
-            v.val.numeric = DatumGetNumeric(
+            v->type = jbvNumeric;
+            v->val.numeric = DatumGetNumeric(
                 DirectFunctionCall3(numeric_in, CStringGetDatum(member.text.c_str()),
                                     ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
-            pushJsonbValue(state, WJB_VALUE, &v);
             break;
         case JsonMember::Kind::kBool:
-            v.type = jbvBool;
-            v.val.boolean = member.flag;
-            pushJsonbValue(state, WJB_VALUE, &v);
+            v->type = jbvBool;
+            v->val.boolean = member.flag;
             break;
-        case JsonMember::Kind::kJsonb: {
-            Jsonb* nested = DatumGetJsonbP(member.jsonb);
-            v.type = jbvBinary;
-            v.val.binary.data = &nested->root;
-            v.val.binary.len = static_cast<int>(VARSIZE(nested) - VARHDRSZ);
-            pushJsonbValue(state, WJB_VALUE, &v);
+        case JsonMember::Kind::kStrings: {
+            const std::size_t count = member.strings.size();
+            v->type = jbvArray;
+            v->val.array.rawScalar = false;
+            v->val.array.nElems = static_cast<int>(count);
+            v->val.array.elems = static_cast<JsonbValue*>(palloc(sizeof(JsonbValue) * (count + 1)));
+            for (std::size_t i = 0; i < count; ++i)
+                set_string(&v->val.array.elems[i], member.strings[i]);
             break;
         }
-        case JsonMember::Kind::kStrings:
-            pushJsonbValue(state, WJB_BEGIN_ARRAY, nullptr);
-            for (const std::string& element : member.strings)
-                push_string(state, WJB_ELEM, element);
-            pushJsonbValue(state, WJB_END_ARRAY, nullptr);
-            break;
         case JsonMember::Kind::kObject:
-            pushJsonbValue(state, WJB_BEGIN_OBJECT, nullptr);
-            for (const JsonMember& child : member.members)
-                push_member(state, child);
-            pushJsonbValue(state, WJB_END_OBJECT, nullptr);
+            set_object(v, member.members);
             break;
     }
+}
+
+void set_object(JsonbValue* v, const std::vector<JsonMember>& members) {
+    const std::size_t count = members.size();
+    // The members' indexes in jsonb's key order (an insertion sort: objects hold a few keys);
+    // equal keys stay in the order given.
+    std::size_t* order = static_cast<std::size_t*>(palloc(sizeof(std::size_t) * (count + 1)));
+    for (std::size_t i = 0; i < count; ++i) {
+        std::size_t j = i;
+        while (j > 0 && key_before(members[i], members[order[j - 1]])) {
+            order[j] = order[j - 1];
+            --j;
+        }
+        order[j] = i;
+    }
+    v->type = jbvObject;
+    v->val.object.pairs = static_cast<JsonbPair*>(palloc(sizeof(JsonbPair) * (count + 1)));
+    int pairs = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+        const JsonMember& member = members[order[k]];
+        // A key given twice keeps its last value, as jsonb_build_object does.
+        if (k + 1 < count && !key_before(member, members[order[k + 1]]))
+            continue;
+        JsonbPair& pair = v->val.object.pairs[pairs];
+        set_string(&pair.key, member.name);
+        set_value(&pair.value, member);
+        pair.order = static_cast<uint32>(pairs);
+        ++pairs;
+    }
+    v->val.object.nPairs = pairs;
+    pfree(order);
 }
 
 [[noreturn]] void raise_overflow(HttpOverflow overflow) {
@@ -169,12 +199,9 @@ Datum http_body_body(FunctionCallInfo fcinfo) {
 Datum jsonb_object(const std::vector<JsonMember>& members) {
     Datum result = 0;
     call_postgres([&] {
-        JsonbParseState* state = nullptr;
-        pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
-        for (const JsonMember& member : members)
-            push_member(&state, member);
-        JsonbValue* object = pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
-        result = JsonbPGetDatum(JsonbValueToJsonb(object));
+        JsonbValue object;
+        set_object(&object, members);
+        result = JsonbPGetDatum(JsonbValueToJsonb(&object));
     });
     return result;
 }
@@ -186,10 +213,10 @@ std::vector<JsonMember> headers_members(const DecisionView& decision, ResetForma
         raise_overflow(overflow);
     std::vector<JsonMember> members(headers.size());
     for (std::size_t i = 0; i < headers.size(); ++i) {
-        members[i].name = headers[i].first;
+        members[i].name = std::move(headers[i].first);
         if (headers[i].second) {
             members[i].kind = JsonMember::Kind::kString;
-            members[i].text = *headers[i].second;
+            members[i].text = std::move(*headers[i].second);
         }
     }
     return members;
@@ -211,20 +238,20 @@ std::vector<JsonMember> body_members(const DecisionView& decision, BodyShape sha
         members[i].name = fields[i].name;
         if (fields[i].text) {
             members[i].kind = JsonMember::Kind::kString;
-            members[i].text = *fields[i].text;
+            members[i].text = std::move(*fields[i].text);
         } else if (fields[i].number) {
             members[i].kind = JsonMember::Kind::kNumber;
             members[i].number = *fields[i].number;
         } else if (fields[i].strings) {
             members[i].kind = JsonMember::Kind::kStrings;
-            members[i].strings = *fields[i].strings;
+            members[i].strings = std::move(*fields[i].strings);
         }
     }
     return members;
 }
 
 Datum body_jsonb(const DecisionView& decision, BodyShape shape, bool* is_null) {
-    const std::vector<JsonMember> members = body_members(decision, shape, is_null);
+    std::vector<JsonMember> members = body_members(decision, shape, is_null);
     return *is_null ? static_cast<Datum>(0) : jsonb_object(members);
 }
 

@@ -12,8 +12,8 @@
 
 namespace ratelimit::pg {
 
-// One member of a jsonb object under construction: a string, a number, a boolean, a nested
-// jsonb value, an array of strings, or JSON null.
+// One member of a jsonb object under construction: a string, a number, a boolean, an array of
+// strings, a nested object or JSON null.
 struct JsonMember {
     enum class Kind {
         kNull,
@@ -21,7 +21,6 @@ struct JsonMember {
         kNumber,
         kNumericText,  // `text` is a decimal number ("1.000"), kept with its scale
         kBool,
-        kJsonb,
         kStrings,
         kObject  // `members`, built in the same pass as the object holding it
     } kind = Kind::kNull;
@@ -29,12 +28,11 @@ struct JsonMember {
     std::string text;
     std::int64_t number = 0;
     bool flag = false;
-    Datum jsonb = 0;
     std::vector<std::string> strings;
     std::vector<JsonMember> members;
 };
 
-// The jsonb object of `members`, in the caller's memory context.
+// The jsonb object of `members` (in any order), in the caller's memory context.
 Datum jsonb_object(const std::vector<JsonMember>& members);
 
 // http_headers(decision) and http_body(decision) as jsonb (a decision row alone: no pk, no qu,

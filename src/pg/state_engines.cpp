@@ -317,10 +317,10 @@ Decision MemoryStateEngine::decide(const StateKey& key, const Limit& limit, Micr
 void MemoryStateEngine::decide_each(const std::vector<StateKey>& keys, const Limit& limit,
                                     Micros now, std::int64_t cost, Action action,
                                     Decision* decisions) {
-    // One partition lock per decision, as single calls take it: a batch never holds a lock
-    // while it decides another key.
+    std::vector<MemoryKey> hashed(keys.size());
     for (std::size_t i = 0; i < keys.size(); ++i)
-        decisions[i] = memory_decide(memory_key(keys[i]), limit, now, cost, action);
+        hashed[i] = memory_key(keys[i]);
+    memory_decide_each(hashed.data(), hashed.size(), limit, now, cost, action, decisions);
 }
 
 Micros MemoryStateEngine::block(const StateKey& key, Micros until, Micros now) {

@@ -527,6 +527,94 @@ TEST_F(MemoryEngineManyKeys, SixtyFourClientsOnTenThousandKeysKeepEveryKeysCount
     EXPECT_EQ(now.slots_taken() - before.slots_taken(), keys_used);
 }
 
+// consume_many on the memory engine decides its keys partition by partition, a run of a
+// partition's keys under one lock: 64 connections each make 40 calls of 100 keys drawn from
+// 2,000 (a key may be drawn twice in one call), limit 20 per key. Every key must be allowed
+// exactly min(calls, 20) times with the remainders 19, 18, ..., 0 each once (one serial order
+// across all connections), a key drawn twice in one call must be decided in the order given,
+// and a peek must then show what is left.
+TEST_F(MemoryEngineManyKeys, SixtyFourClientsBatchingOnTwoThousandKeysKeepEveryKeysCountExact) {
+    constexpr int kKeys = 2000;
+    constexpr int kCallsEach = 40;
+    constexpr int kBatch = 100;
+    constexpr int kLimit = 20;
+    struct Entry {
+        int key = -1;
+        bool allowed = false;
+        int remaining = -1;
+    };
+    std::vector<std::vector<Entry>> batches(kClients * kCallsEach);
+    std::vector<std::string> failures = run_parallel_clients(
+        kClients, [](int, PgConnection& conn) { freeze_clock(conn); },
+        [&](int client, PgConnection& conn) {
+            std::mt19937 random(static_cast<unsigned>(client * 7919 + 11));
+            std::uniform_int_distribution<int> pick_key(0, kKeys - 1);
+            for (int call = 0; call < kCallsEach; ++call) {
+                std::vector<Entry>& batch = batches[client * kCallsEach + call];
+                std::string keys = "ARRAY[";
+                for (int i = 0; i < kBatch; ++i) {
+                    Entry entry;
+                    entry.key = pick_key(random);
+                    batch.push_back(entry);
+                    keys += (i ? ",'" : "'") + prefix_ + std::to_string(entry.key) + "'";
+                }
+                keys += "]";
+                PgResult result =
+                    conn.query("SELECT d.allowed, d.remaining FROM unnest(ratelimit.consume_many(" +
+                               keys + ", " + std::to_string(kLimit) +
+                               ", '1 hour', p_engine => 'memory')) WITH ORDINALITY AS d "
+                               "ORDER BY d.ordinality");
+                if (result.rows() != kBatch)
+                    throw std::runtime_error("expected one decision per key: " + result.describe());
+                for (int i = 0; i < kBatch; ++i) {
+                    batch[i].allowed = result.value(i, 0) == "t";
+                    batch[i].remaining = std::stoi(result.value(i, 1));
+                }
+            }
+        });
+    ASSERT_TRUE(failures.empty()) << join_lines(failures);
+
+    std::vector<int> calls(kKeys, 0);
+    std::vector<std::vector<int>> remainders(kKeys);
+    std::string wrong;
+    for (const std::vector<Entry>& batch : batches) {
+        std::vector<int> last_remaining(kKeys, kLimit);
+        for (const Entry& entry : batch) {
+            ++calls[entry.key];
+            if (!entry.allowed)
+                continue;
+            remainders[entry.key].push_back(entry.remaining);
+            // A repeat within the call is decided after the earlier one.
+            if (entry.remaining >= last_remaining[entry.key])
+                wrong += prefix_ + std::to_string(entry.key) + ": decided out of order in a call\n";
+            last_remaining[entry.key] = entry.remaining;
+        }
+    }
+    int keys_full = 0;
+    for (int key = 0; key < kKeys; ++key) {
+        std::vector<int>& got = remainders[key];
+        std::sort(got.begin(), got.end());
+        const int allowed = std::min(calls[key], kLimit);
+        std::vector<int> expected;
+        for (int r = kLimit - allowed; r < kLimit; ++r)
+            expected.push_back(r);
+        if (got != expected)
+            wrong += prefix_ + std::to_string(key) + ": " + std::to_string(got.size()) +
+                     " allowed of " + std::to_string(calls[key]) + " calls, not one serial order\n";
+        keys_full += allowed == kLimit ? 1 : 0;
+        const std::string left =
+            setup_
+                .query("SELECT remaining FROM ratelimit.peek('" + prefix_ + std::to_string(key) +
+                       "', " + std::to_string(kLimit) + ", '1 hour', 0, p_engine => 'memory')")
+                .single_value();
+        if (std::stoi(left) != kLimit - allowed)
+            wrong += prefix_ + std::to_string(key) + ": peek says " + left + " left\n";
+    }
+    EXPECT_TRUE(wrong.empty()) << wrong;
+    // 256,000 decisions over 2,000 keys: the race filled keys, in calls that met.
+    EXPECT_GT(keys_full, kKeys / 2);
+}
+
 // ---- eviction -------------------------------------------------------------------------------
 
 // One connection consumes on 1,000,000 new keys, ten statements of 100,000 calls each, into a
