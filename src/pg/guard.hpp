@@ -41,7 +41,9 @@ struct PendingError {
     enum class Kind { kNone, kCore, kPostgres } kind = Kind::kNone;
     int sqlstate = 0;
     ErrorData* postgres = nullptr;
-    char message[1024] = {0};
+    // Written when a core error is captured and read only then: left unset, so that a call
+    // that succeeds does not clear a kilobyte first.
+    char message[1024];
 };
 
 // Called from inside a catch (...) block: records the in-flight exception into `pending`.

@@ -214,6 +214,21 @@ is "$(sql "SELECT allowed, remaining, retry_after_ms BETWEEN 1 AND 3600000
 is "$(sql "SELECT allowed, remaining FROM ratelimit.peek('newcomer', 3, '1 hour', p_engine => 'memory')")" \
     "t 3" "and nothing was stored for it; a peek needs no slot"
 is "$(sql "SELECT ratelimit.reset('newcomer', 'memory')")" "f" "nor a reset"
+refusals_before="$(sql 'SELECT refusals FROM ratelimit.memory_stats')"
+is "$(sql "SELECT string_agg(allowed || '/' || remaining, ' ' ORDER BY n)
+           FROM unnest(ratelimit.consume_many(
+               ARRAY['batch-new-1', 'victim-fixed_window', 'batch-new-2', 'batch-new-1'],
+               3, '1 hour', 1, 'fixed_window', 'memory'))
+                WITH ORDINALITY AS d(allowed, lim, remaining, retry, reset, n)")" \
+    "false/0 false/0 false/0 false/0" \
+    "consume_many: each new key of the batch is denied for lack of room, the spent key as before"
+is "$(sql 'SELECT refusals - '"$refusals_before"' FROM ratelimit.memory_stats')" "3" \
+    "and each refusal is counted"
+error="$(psql -X -A -t -q -c "\\set VERBOSITY verbose" -c "SET ratelimit.memory_when_full = error" \
+    -c "SELECT ratelimit.consume_many(ARRAY['victim-gcra', 'batch-new-3'], 3, '1 hour', 1, 'gcra', 'memory')" \
+    2>&1 || true)"
+ok "$(grep -q '^ERROR:  53200: ratelimit: the memory engine has no room for a new key' <<<"$error"; echo $?)" \
+    "consume_many with error: a new key without room fails the call with 53200"
 ok "$(grep -q 'WARNING:  ratelimit: the memory engine is full: [0-9]* calls refused' "$CLUSTER_DIR/server.log"; echo $?)" \
     "the server log has a WARNING about the refusals"
 ok "$(grep -q 'HINT:  Raise ratelimit.memory_capacity' "$CLUSTER_DIR/server.log"; echo $?)" \
