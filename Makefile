@@ -14,6 +14,7 @@ CORE_OBJS = \
 	src/core/instant_text.o \
 	src/core/identity.o \
 	src/core/key_hash.o \
+	src/core/lease_table.o \
 	src/core/memory_store.o \
 	src/core/metrics_text.o \
 	src/core/offender_table.o \
@@ -28,6 +29,7 @@ PG_OBJS = \
 	src/pg/guard.o \
 	src/pg/jwt_caller.o \
 	src/pg/key_state_table.o \
+	src/pg/leases.o \
 	src/pg/memory_engine.o \
 	src/pg/memory_stats_api.o \
 	src/pg/memory_worker.o \
@@ -62,6 +64,7 @@ INSTALL_SOURCES = \
 	sql/install/state_tables.sql \
 	sql/install/native_api.sql \
 	sql/install/memory_engine.sql \
+	sql/install/leases.sql \
 	sql/install/policies.sql \
 	sql/install/observability.sql \
 	sql/install/presets.sql \

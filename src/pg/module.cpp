@@ -3,6 +3,7 @@
 #include "pg/clock.hpp"
 #include "pg/drop_in_rules.hpp"
 #include "pg/jwt_caller.hpp"
+#include "pg/leases.hpp"
 #include "pg/memory_engine.hpp"
 #include "pg/policy_counters.hpp"
 #include "pg/postgres.hpp"
@@ -17,6 +18,7 @@ void _PG_init(void) {
     ratelimit::pg::define_clock_settings();
     ratelimit::pg::define_drop_in_settings();
     ratelimit::pg::define_jwt_settings();
+    ratelimit::pg::define_lease_settings();
     ratelimit::pg::define_memory_settings();
     ratelimit::pg::define_policy_settings();
     ratelimit::pg::define_pre_request_settings();
@@ -25,6 +27,7 @@ void _PG_init(void) {
     // memory engine answers every call with an error naming that setting.
     if (process_shared_preload_libraries_in_progress) {
         ratelimit::pg::install_memory_engine();
+        ratelimit::pg::install_leases();
         ratelimit::pg::install_policy_counters();
     }
 #if PG_VERSION_NUM >= 150000

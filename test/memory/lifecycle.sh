@@ -3,7 +3,7 @@
 # would disturb the shared test cluster). TAP output; exits non-zero if any check fails.
 #  - a clean restart keeps every key's state (saved at shutdown, restored at start);
 #  - kill -9 of the postmaster comes back empty and working, or, with snapshots on, from the
-#    last snapshot;
+#    last snapshot; no lease survives kill -9 of its holding backend or of the postmaster;
 #  - a damaged state file is ignored: the server starts, empty;
 #  - a hot standby decides on the memory engine (its own store; nothing is replicated);
 #  - without shared_preload_libraries the engine is an error that says what to change, and
@@ -70,6 +70,37 @@ is "$(sql "SELECT remaining FROM ratelimit.peek('many-250', 10, '1 hour', p_engi
     "every restored key decides from its saved state"
 is "$(test -e "$(state_file)" && echo present || echo absent)" "absent" \
     "without snapshots the file is deleted once loaded (a later crash must not resurrect it)"
+
+# ---- leases: a holder killed outright, then the whole server ---------------------------------
+# hold_lease KEY: a session that takes a lease of KEY and waits; returns once the lease is held.
+hold_lease() {
+    psql -X -q -c "SELECT ratelimit.acquire('$1', 5, p_scope => 'session')" \
+        -c "SELECT pg_sleep(60)" >/dev/null 2>&1 &
+    for _ in $(seq 1 100); do
+        [ "$(sql "SELECT ratelimit.in_flight('$1')")" = 1 ] && return
+        sleep 0.1
+    done
+}
+# in_flight_after_restart KEY: in_flight once the server answers again (up to 10 s).
+in_flight_after_restart() {
+    local value=""
+    for _ in $(seq 1 100); do
+        value="$(sql "SELECT ratelimit.in_flight('$1')" 2>/dev/null || true)"
+        [ "$value" = 0 ] && break
+        sleep 0.1
+    done
+    echo "$value"
+}
+hold_lease lease-held
+is "$(sql "SELECT ratelimit.in_flight('lease-held')")" "1" "a session holds a lease"
+kill -9 "$(sql "SELECT pid FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()")"
+wait || true
+is "$(in_flight_after_restart lease-held)" "0" \
+    "kill -9 of the holding backend ends its lease (the server reinitializes shared memory)"
+hold_lease lease-crash
+crash_and_start
+wait || true
+is "$(in_flight_after_restart lease-crash)" "0" "kill -9 of the postmaster: no lease survives the crash"
 
 # ---- kill -9 without snapshots --------------------------------------------------------------
 crash_and_start

@@ -26,7 +26,7 @@ SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(2727);
+SELECT plan(2862);
 
 CREATE SCHEMA hostile;
 
@@ -67,6 +67,7 @@ CREATE FUNCTION hostile.snapshot() RETURNS jsonb LANGUAGE sql AS $$
                                FROM ratelimit.memory_stats() m),
         'memory_key', (SELECT to_jsonb(ratelimit.peek(r.memory_key, 3, '10 seconds', 0, 'fixed_window', 'memory'))
                          FROM hostile.run r),
+        'leases', (SELECT ratelimit.in_flight(r.memory_key) FROM hostile.run r),
         'relations', (SELECT jsonb_agg(c.oid::regclass::text ORDER BY c.oid::regclass::text) FROM pg_class c
                        WHERE c.relnamespace IN ('public'::regnamespace, 'ratelimit'::regnamespace)))
 $$;
@@ -184,7 +185,14 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.reset_policy_key(text,text)', 'ratelimit.reset_policy_key', 2, 'p_key', '''hostile-subject''', false),
     ('ratelimit.block_policy_key(text,text,interval)', 'ratelimit.block_policy_key', 1, 'p_policy', '''activity.create_post''', false),
     ('ratelimit.block_policy_key(text,text,interval)', 'ratelimit.block_policy_key', 2, 'p_key', '''hostile-subject''', false),
-    ('ratelimit.block_policy_key(text,text,interval)', 'ratelimit.block_policy_key', 3, 'p_duration', '''1 minute''::interval', false)
+    ('ratelimit.block_policy_key(text,text,interval)', 'ratelimit.block_policy_key', 3, 'p_duration', '''1 minute''::interval', false),
+    ('ratelimit.acquire(text,integer,integer,text,interval)', 'ratelimit.acquire', 1, 'p_key', quote_literal(r.memory_key), false),
+    ('ratelimit.acquire(text,integer,integer,text,interval)', 'ratelimit.acquire', 2, 'p_limit', '3', false),
+    ('ratelimit.acquire(text,integer,integer,text,interval)', 'ratelimit.acquire', 3, 'p_cost', '1', false),
+    ('ratelimit.acquire(text,integer,integer,text,interval)', 'ratelimit.acquire', 4, 'p_scope', '''transaction''', false),
+    ('ratelimit.acquire(text,integer,integer,text,interval)', 'ratelimit.acquire', 5, 'p_max_hold', 'NULL', true),
+    ('ratelimit.release(bigint)', 'ratelimit.release', 1, 'p_lease', '1', false),
+    ('ratelimit.in_flight(text)', 'ratelimit.in_flight', 1, 'p_key', quote_literal(r.memory_key), false)
 ) AS v(function, call_name, position, name, valid, nullable);
 
 -- consume, peek, refund and allow share their arguments; the bad calls run on the memory engine
@@ -320,7 +328,9 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.allow(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
     ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[''hostile:k'', %s]', 'p_keys[2]'),
     ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]'),
-    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_subjects', 'ARRAY[''hostile-subject'', %s]', 'p_subjects[2]')
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_subjects', 'ARRAY[''hostile-subject'', %s]', 'p_subjects[2]'),
+    ('ratelimit.acquire(text,integer,integer,text,interval)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.in_flight(text)', 'p_key', '%s', 'p_key')
 ) AS v(f, name, template, label);
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
@@ -455,7 +465,19 @@ FROM (VALUES
      'p_limit must be greater than zero, got 0', 'sliding_window 0 on the memory engine'),
     (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)',
      '{"p_algorithm": "''sliding_window''", "p_limit": "2147483647", "p_cost": "-1"}', '22023',
-     'p_cost must not be negative', 'a negative cost on sliding_window INT_MAX on the memory engine')
+     'p_cost must not be negative', 'a negative cost on sliding_window INT_MAX on the memory engine'),
+    (13, 'ratelimit.acquire(text,integer,integer,text,interval)', '{"p_cost": "0"}', '22023',
+     'p_cost must be between 1 and p_limit (3), got 0', 'a lease of no units'),
+    (14, 'ratelimit.acquire(text,integer,integer,text,interval)', '{"p_cost": "4"}', '22023',
+     'p_cost must be between 1 and p_limit (3), got 4', 'a lease larger than its limit'),
+    (15, 'ratelimit.release(bigint)', '{"p_lease": "12345"}', '22023',
+     'p_lease is not a lease held now (12345): %', 'an identifier that was never a lease'),
+    (16, 'ratelimit.release(bigint)', '{"p_lease": "0"}', '22023', 'p_lease is not a lease held now (0): %',
+     'lease 0'),
+    (17, 'ratelimit.release(bigint)', '{"p_lease": "-9223372036854775808"}', '22023',
+     'p_lease is not a lease held now (-9223372036854775808): %', 'lease INT64_MIN'),
+    (18, 'ratelimit.release(bigint)', '{"p_lease": "''9223372036854775808''"}', '22003',
+     'value "9223372036854775808" is out of range for type bigint', 'lease 2^63')
 ) AS v(n, f, changes, sqlstate, message, why)
 ORDER BY v.n;
 
@@ -468,6 +490,7 @@ INSERT INTO hostile.interval_arguments (function, name, template, label) VALUES
     ('ratelimit.refund(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.block(text,interval,text)', 'p_duration', '%s::interval', 'p_duration'),
     ('ratelimit.block_policy_key(text,text,interval)', 'p_duration', '%s::interval', 'p_duration'),
+    ('ratelimit.acquire(text,integer,integer,text,interval)', 'p_max_hold', '%s::interval', 'p_max_hold'),
     ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_periods',
      'ARRAY[''10 seconds''::interval, %s::interval]', 'p_periods[2]'),
@@ -566,7 +589,8 @@ INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
     ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
     ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
-    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_tier', '%s', 'p_tier: unknown tier "%s"');
+    ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_tier', '%s', 'p_tier: unknown tier "%s"'),
+    ('ratelimit.acquire(text,integer,integer,text,interval)', 'p_scope', '%s', 'p_scope must be transaction or session (got "%s")');
 
 -- For each name: something unknown, its known value in capitals, the known value padded, SQL.
 CREATE TABLE hostile.known_names (name text PRIMARY KEY, unknown text, known text);
@@ -576,7 +600,7 @@ INSERT INTO hostile.known_names VALUES
     ('p_policy', 'no.such.policy', 'activity.create_post'), ('p_policies', 'no.such.policy', 'activity.update_post'),
     ('p_tier', 'gold', 'premium'), ('p_reset_format', 'rfc1123', 'iso8601'),
     ('p_shape', 'xml', 'detailed'), ('p_body_shape', 'xml', 'problem'),
-    ('p_preset', 'no-such-preset', 'social-activity');
+    ('p_preset', 'no-such-preset', 'social-activity'), ('p_scope', 'forever', 'transaction');
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT a.function, hostile.call(a.function, jsonb_build_object(a.name, format(a.template, quote_literal(v.value)))),
@@ -919,6 +943,7 @@ FROM (VALUES
     ('ratelimit.consume(''hostile:k'', 3, ''10 seconds'')'),
     ('ratelimit.consume(''hostile:k'', 3, ''10 seconds'', p_engine => ''unlogged'')'),
     (format('ratelimit.consume(%L, 3, ''10 seconds'', p_engine => ''memory'')', (SELECT memory_key FROM hostile.run))),
+    (format('ratelimit.acquire(%L, 3, p_scope => ''session'')', (SELECT memory_key FROM hostile.run))),
     ('ratelimit.check(''activity.create_post'', ''hostile-subject'')'),
     ('ratelimit.check(''activity.update_post'', ''hostile-subject'')'),
     (format('ratelimit.record_outcomes(ARRAY[%L], ARRAY[''hostile-subject''], ARRAY[''denied''])', (SELECT counter_name FROM hostile.run)))
@@ -932,8 +957,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p
                    AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
           '{}'::text[], 'every SQL-callable function of the extension has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 48::bigint, 'the matrix covers the 48 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 874::bigint, 'the matrix holds 874 bad calls');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 51::bigint, 'the matrix covers the 51 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 919::bigint, 'the matrix holds 919 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 
