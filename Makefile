@@ -2,8 +2,12 @@
 # `make unit` builds and runs the core's unit tests; `make installcheck` runs pg_regress
 # against a running server (test/run.sh starts a throwaway one and runs every suite).
 
-EXTENSION = ratelimit
-EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+# ratelimit_router (ratelimit_router.control, sql/router/) routes the calls to shards with
+# PL/Proxy; its SQL installs whether or not PL/Proxy is there (without it, CREATE EXTENSION
+# fails on the missing plproxy, and the extension's comment names the Debian package).
+EXTENSION = ratelimit ratelimit_router
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" ratelimit.control)
+ROUTER_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" ratelimit_router.control)
 
 MODULE_big = ratelimit
 CORE_OBJS = \
@@ -71,8 +75,18 @@ INSTALL_SOURCES = \
 	sql/install/cleanup.sql \
 	sql/install/postgrest.sql \
 	sql/install/privileges.sql
-DATA = sql/$(EXTENSION)--0.1.0.sql $(wildcard sql/$(EXTENSION)--*--*.sql)
-DATA_built = build/$(EXTENSION)--$(EXTVERSION).sql
+DATA = sql/ratelimit--0.1.0.sql $(wildcard sql/ratelimit--*--*.sql)
+DATA_built = build/ratelimit--$(EXTVERSION).sql build/ratelimit_router--$(ROUTER_VERSION).sql
+
+# The router's install script, from sql/router/ in this order.
+ROUTER_SOURCES = \
+	sql/router/configuration.sql \
+	sql/router/native_calls.sql \
+	sql/router/policy_calls.sql \
+	sql/router/drop_ins.sql \
+	sql/router/cluster_views.sql \
+	sql/router/policy_replication.sql \
+	sql/router/privileges.sql
 
 # pg_regress: sql/<name>.sql against expected/<name>.out.
 REGRESS = regress_setup rpc_limits error_guard test_clock endpoint_limits sliding_window_limits \
@@ -94,10 +108,15 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-build/$(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_SOURCES) $(EXTENSION).control
+build/ratelimit--$(EXTVERSION).sql: $(INSTALL_SOURCES) ratelimit.control
 	@mkdir -p build
-	{ printf '%s\n' '\echo Use "CREATE EXTENSION $(EXTENSION)" to load this file. \quit'; \
+	{ printf '%s\n' '\echo Use "CREATE EXTENSION ratelimit" to load this file. \quit'; \
 	  for source in $(INSTALL_SOURCES); do echo; cat "$$source"; done; } > $@
+
+build/ratelimit_router--$(ROUTER_VERSION).sql: $(ROUTER_SOURCES) ratelimit_router.control
+	@mkdir -p build
+	{ printf '%s\n' '\echo Use "CREATE EXTENSION ratelimit_router" to load this file. \quit'; \
+	  for source in $(ROUTER_SOURCES); do echo; cat "$$source"; done; } > $@
 
 # Core unit tests (GoogleTest). The core builds without any PostgreSQL header.
 UNIT_CXXFLAGS = -std=c++17 $(WARNINGS) -O1 -g -Iinclude

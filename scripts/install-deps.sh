@@ -9,6 +9,7 @@ packages=(
     postgresql-server-dev-15
     postgresql-15-pgtap
     postgresql-15-cron
+    postgresql-15-plproxy
     libpq-dev
     libtap-parser-sourcehandler-pgtap-perl
     libgtest-dev

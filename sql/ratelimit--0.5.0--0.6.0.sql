@@ -642,6 +642,35 @@ SELECT pg_catalog.pg_extension_config_dump('ratelimit.request_routes_id_seq', ''
 
 ALTER TABLE ratelimit.request_routes ENABLE ROW LEVEL SECURITY;
 
+-- PostgreSQL's logical replication applies rows without firing statement triggers, so a
+-- subscriber (a shard of ratelimit_router, docs/scaling-out.md) would keep deciding with the
+-- copy it cached. These row triggers fire only where changes are applied by replication
+-- (session_replication_role = replica); the statement triggers above serve every other write.
+CREATE TRIGGER policies_replicated AFTER INSERT OR UPDATE OR DELETE
+    ON ratelimit.policies FOR EACH ROW EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER tiers_replicated AFTER INSERT OR UPDATE OR DELETE
+    ON ratelimit.tiers FOR EACH ROW EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER key_overrides_replicated AFTER INSERT OR UPDATE OR DELETE
+    ON ratelimit.key_overrides FOR EACH ROW EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER access_list_replicated AFTER INSERT OR UPDATE OR DELETE
+    ON ratelimit.access_list FOR EACH ROW EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER policies_replicated_truncate AFTER TRUNCATE
+    ON ratelimit.policies FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER tiers_replicated_truncate AFTER TRUNCATE
+    ON ratelimit.tiers FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER key_overrides_replicated_truncate AFTER TRUNCATE
+    ON ratelimit.key_overrides FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER access_list_replicated_truncate AFTER TRUNCATE
+    ON ratelimit.access_list FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+ALTER TABLE ratelimit.policies ENABLE REPLICA TRIGGER policies_replicated;
+ALTER TABLE ratelimit.tiers ENABLE REPLICA TRIGGER tiers_replicated;
+ALTER TABLE ratelimit.key_overrides ENABLE REPLICA TRIGGER key_overrides_replicated;
+ALTER TABLE ratelimit.access_list ENABLE REPLICA TRIGGER access_list_replicated;
+ALTER TABLE ratelimit.policies ENABLE REPLICA TRIGGER policies_replicated_truncate;
+ALTER TABLE ratelimit.tiers ENABLE REPLICA TRIGGER tiers_replicated_truncate;
+ALTER TABLE ratelimit.key_overrides ENABLE REPLICA TRIGGER key_overrides_replicated_truncate;
+ALTER TABLE ratelimit.access_list ENABLE REPLICA TRIGGER access_list_replicated_truncate;
+
 -- In-flight leases: "at most N at once" (concurrent requests, running jobs). A lease counts
 -- against its key's limit until it is released, or until the transaction or session holding it
 -- ends, or its maximum hold time passes. Leases live in shared memory, like the memory engine:

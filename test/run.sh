@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-suite_names=(format unit regress pgtap node concurrency cron metrics postgrest lifecycle faults pgbouncer dump-restore docs fuzz)
+suite_names=(format unit regress pgtap node concurrency cron metrics postgrest router lifecycle faults pgbouncer dump-restore docs fuzz)
 for wanted in "$@"; do
     if ! printf '%s\n' "${suite_names[@]}" | grep -qxF -- "$wanted"; then
         echo "test/run.sh: unknown suite \"$wanted\" (the suites: ${suite_names[*]})" >&2
@@ -94,6 +94,8 @@ run_suite cron "pg_cron cleanup jobs (pg_prove)" cron
 run_suite metrics "metrics (promtool, prometheus-postgres-exporter)" bash test/metrics/exporter.sh
 # ratelimit.pre_request() in PostgREST's transactions, on a primary and a hot standby of its own.
 run_suite postgrest "PostgREST pre-request hook (own primary and hot standby)" bash test/postgrest/pre_request.sh
+# ratelimit_router: a router and two shards (PL/Proxy), and a server to compare with.
+run_suite router "router: keys sharded with PL/Proxy (own router and shards)" bash test/router/run.sh
 # Restarts, crashes and a server without the library preloaded need clusters of their own.
 run_suite lifecycle "memory engine lifecycle (own clusters)" bash test/memory/lifecycle.sh
 # Reliability: faults under load (terminated and killed backends, immediate stops, timeouts, a

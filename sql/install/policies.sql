@@ -191,6 +191,35 @@ CREATE TRIGGER partition_key_secret_changed AFTER INSERT OR UPDATE OR DELETE OR 
     ON ratelimit.partition_key_secret FOR EACH STATEMENT
     EXECUTE FUNCTION ratelimit.policy_tables_changed();
 
+-- PostgreSQL's logical replication applies rows without firing statement triggers, so a
+-- subscriber (a shard of ratelimit_router, docs/scaling-out.md) would keep deciding with the
+-- copy it cached. These row triggers fire only where changes are applied by replication
+-- (session_replication_role = replica); the statement triggers above serve every other write.
+CREATE TRIGGER policies_replicated AFTER INSERT OR UPDATE OR DELETE
+    ON ratelimit.policies FOR EACH ROW EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER tiers_replicated AFTER INSERT OR UPDATE OR DELETE
+    ON ratelimit.tiers FOR EACH ROW EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER key_overrides_replicated AFTER INSERT OR UPDATE OR DELETE
+    ON ratelimit.key_overrides FOR EACH ROW EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER access_list_replicated AFTER INSERT OR UPDATE OR DELETE
+    ON ratelimit.access_list FOR EACH ROW EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER policies_replicated_truncate AFTER TRUNCATE
+    ON ratelimit.policies FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER tiers_replicated_truncate AFTER TRUNCATE
+    ON ratelimit.tiers FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER key_overrides_replicated_truncate AFTER TRUNCATE
+    ON ratelimit.key_overrides FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+CREATE TRIGGER access_list_replicated_truncate AFTER TRUNCATE
+    ON ratelimit.access_list FOR EACH STATEMENT EXECUTE FUNCTION ratelimit.policy_tables_changed();
+ALTER TABLE ratelimit.policies ENABLE REPLICA TRIGGER policies_replicated;
+ALTER TABLE ratelimit.tiers ENABLE REPLICA TRIGGER tiers_replicated;
+ALTER TABLE ratelimit.key_overrides ENABLE REPLICA TRIGGER key_overrides_replicated;
+ALTER TABLE ratelimit.access_list ENABLE REPLICA TRIGGER access_list_replicated;
+ALTER TABLE ratelimit.policies ENABLE REPLICA TRIGGER policies_replicated_truncate;
+ALTER TABLE ratelimit.tiers ENABLE REPLICA TRIGGER tiers_replicated_truncate;
+ALTER TABLE ratelimit.key_overrides ENABLE REPLICA TRIGGER key_overrides_replicated_truncate;
+ALTER TABLE ratelimit.access_list ENABLE REPLICA TRIGGER access_list_replicated_truncate;
+
 ------------------------------------------------------------------------------------------------
 -- Deciding by policy, natively. They read the
 -- policy tables through the cache and write counters through the engines, neither of which

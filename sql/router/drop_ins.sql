@@ -1,0 +1,254 @@
+-- The drop-in functions, routed. Each is the shard's own function of the same name and
+-- arguments (found through the shard's search_path: the schema CREATE EXTENSION ratelimit was
+-- given there, normally public), run as the calling role, for the caller the router resolved:
+-- the router reads the JWT caller from its own request settings (request.jwt.claim.sub, then
+-- request.jwt.claims' "sub") and the shard's statement runs with request.jwt.claim.sub set to
+-- that caller alone (set by a subquery that runs first: OFFSET 0 keeps it from being merged
+-- into the outer query), so the shard applies the caller rule of the local functions to the same
+-- caller and role. A user's keys are routed by the user's id, so one user's counts live on one
+-- shard. check_rate_limit_tiers is not routed: its global tier is one key for every caller, and
+-- all or nothing over it and a caller's keys cannot run on one shard.
+
+-- The JWT caller as the local functions resolve it, or NULL when the request has none. Refused
+-- as locally: a request.jwt.claim.sub that is not a UUID, claims that are not a JSON object or
+-- whose "sub" is not a UUID (22023).
+CREATE FUNCTION ratelimit_router.jwt_caller()
+RETURNS uuid
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    v_sub text := pg_catalog.current_setting('request.jwt.claim.sub', true);
+    v_claims text := pg_catalog.current_setting('request.jwt.claims', true);
+    v_object jsonb;
+BEGIN
+    IF v_sub IS NOT NULL AND v_sub <> '' THEN
+        BEGIN
+            RETURN v_sub::uuid;
+        EXCEPTION WHEN invalid_text_representation THEN
+            RAISE EXCEPTION 'request.jwt.claim.sub must be a UUID' USING ERRCODE = '22023';
+        END;
+    END IF;
+    IF v_claims IS NULL OR v_claims = '' THEN
+        RETURN NULL;
+    END IF;
+    BEGIN
+        v_object := v_claims::jsonb;
+    EXCEPTION WHEN invalid_text_representation THEN
+        v_object := NULL;
+    END;
+    IF v_object IS NULL OR pg_catalog.jsonb_typeof(v_object) <> 'object' THEN
+        RAISE EXCEPTION 'request.jwt.claims must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    IF NOT v_object ? 'sub' OR v_object -> 'sub' = 'null'::jsonb THEN
+        RETURN NULL;
+    END IF;
+    BEGIN
+        IF pg_catalog.jsonb_typeof(v_object -> 'sub') = 'string' THEN
+            RETURN (v_object ->> 'sub')::uuid;
+        END IF;
+    EXCEPTION WHEN invalid_text_representation THEN
+        NULL;
+    END;
+    RAISE EXCEPTION 'request.jwt.claims has a "sub" claim that is not a UUID' USING ERRCODE = '22023';
+END;
+$$;
+
+-- Its arguments are named apart from the drop-in's: the shard's call names them (the two
+-- check_rate_limit functions both take three arguments), and PL/Proxy replaces every name of
+-- one of its own arguments in the statement.
+CREATE FUNCTION ratelimit_router.shard_check_rate_limit(p_hash integer, p_caller text,
+    p_rpc text, p_calls integer, p_minutes integer)
+RETURNS boolean
+LANGUAGE plproxy
+AS $$
+    CLUSTER 'ratelimit_router';
+    RUN ON p_hash;
+    SELECT check_rate_limit(p_rpc_name => p_rpc, p_max_calls => p_calls, p_window_minutes => p_minutes)
+    FROM (SELECT pg_catalog.set_config('request.jwt.claim.sub', p_caller, true),
+                 pg_catalog.set_config('request.jwt.claims', '', true)
+          OFFSET 0) AS caller;
+$$;
+
+CREATE FUNCTION ratelimit_router.shard_check_rate_limit_for_user(p_hash integer, p_caller text,
+    p_user_id uuid, p_rpc_name text, p_max_calls integer, p_window_minutes integer)
+RETURNS boolean
+LANGUAGE plproxy
+AS $$
+    CLUSTER 'ratelimit_router';
+    RUN ON p_hash;
+    SELECT check_rate_limit_for_user(p_user_id, p_rpc_name, p_max_calls, p_window_minutes)
+    FROM (SELECT pg_catalog.set_config('request.jwt.claim.sub', p_caller, true),
+                 pg_catalog.set_config('request.jwt.claims', '', true)
+          OFFSET 0) AS caller;
+$$;
+
+CREATE FUNCTION ratelimit_router.shard_increment_rate_limit(p_hash integer, p_caller text,
+    p_user_id uuid, p_endpoint text, p_limit integer, p_window_seconds integer, p_increment integer)
+RETURNS jsonb
+LANGUAGE plproxy
+AS $$
+    CLUSTER 'ratelimit_router';
+    RUN ON p_hash;
+    SELECT increment_rate_limit(p_user_id, p_endpoint, p_limit, p_window_seconds, p_increment)
+    FROM (SELECT pg_catalog.set_config('request.jwt.claim.sub', p_caller, true),
+                 pg_catalog.set_config('request.jwt.claims', '', true)
+          OFFSET 0) AS caller;
+$$;
+
+CREATE FUNCTION ratelimit_router.shard_check_rate_limit_key(p_hash integer, p_key text,
+    p_limit integer, p_window_seconds integer, p_cost integer)
+RETURNS TABLE(allowed boolean, current_count integer, retry_after integer)
+LANGUAGE plproxy
+AS $$
+    CLUSTER 'ratelimit_router';
+    RUN ON p_hash;
+    SELECT * FROM check_rate_limit(p_key, p_limit, p_window_seconds, p_cost);
+$$;
+
+-- The game backend's check for the JWT caller: routed by the caller's id (a request without
+-- one is not counted locally, and is sent by its RPC name so that its arguments are checked).
+CREATE FUNCTION ratelimit_router.check_rate_limit(p_rpc_name text, p_max_calls integer DEFAULT 10,
+    p_window_minutes integer DEFAULT 1)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_caller uuid := ratelimit_router.jwt_caller();
+    v_policy text;
+BEGIN
+    FOR v_attempt IN 1 .. 2 LOOP
+        BEGIN
+            RETURN ratelimit_router.shard_check_rate_limit(
+                ratelimit_router.routing_hash(coalesce(v_caller::text, p_rpc_name, '')),
+                coalesce(v_caller::text, ''), p_rpc_name, p_max_calls, p_window_minutes);
+        EXCEPTION
+            WHEN query_canceled OR OTHERS THEN
+                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                    RAISE;
+                END IF;
+                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                    CONTINUE;
+                END IF;
+                v_policy := ratelimit_router.on_shard_error();
+                IF v_policy = 'error' THEN
+                    RAISE;
+                END IF;
+                RETURN v_policy = 'allow';
+        END;
+    END LOOP;
+END;
+$$;
+
+CREATE FUNCTION ratelimit_router.check_rate_limit_for_user(p_user_id uuid, p_rpc_name text,
+    p_max_calls integer DEFAULT 10, p_window_minutes integer DEFAULT 1)
+RETURNS boolean
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_caller uuid := ratelimit_router.jwt_caller();
+    v_policy text;
+BEGIN
+    IF p_user_id IS NULL THEN
+        RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    FOR v_attempt IN 1 .. 2 LOOP
+        BEGIN
+            RETURN ratelimit_router.shard_check_rate_limit_for_user(
+                ratelimit_router.routing_hash(p_user_id::text), coalesce(v_caller::text, ''),
+                p_user_id, p_rpc_name, p_max_calls, p_window_minutes);
+        EXCEPTION
+            WHEN query_canceled OR OTHERS THEN
+                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                    RAISE;
+                END IF;
+                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                    CONTINUE;
+                END IF;
+                v_policy := ratelimit_router.on_shard_error();
+                IF v_policy = 'error' THEN
+                    RAISE;
+                END IF;
+                RETURN v_policy = 'allow';
+        END;
+    END LOOP;
+END;
+$$;
+
+-- The hourly endpoints' increment, routed by p_user_id. A request with a JWT caller may act
+-- only on its own id: refused here (42501) as the shard would refuse it.
+CREATE FUNCTION ratelimit_router.increment_rate_limit(p_user_id uuid, p_endpoint text,
+    p_limit integer, p_window_seconds integer, p_increment integer DEFAULT 1)
+RETURNS jsonb
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_caller uuid := ratelimit_router.jwt_caller();
+    v_policy text;
+BEGIN
+    IF p_user_id IS NULL THEN
+        RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF v_caller IS NOT NULL AND v_caller <> p_user_id THEN
+        RAISE EXCEPTION 'p_user_id must be the caller''s own id (the JWT sub)' USING ERRCODE = '42501';
+    END IF;
+    FOR v_attempt IN 1 .. 2 LOOP
+        BEGIN
+            RETURN ratelimit_router.shard_increment_rate_limit(
+                ratelimit_router.routing_hash(p_user_id::text), coalesce(v_caller::text, ''),
+                p_user_id, p_endpoint, p_limit, p_window_seconds, p_increment);
+        EXCEPTION
+            WHEN query_canceled OR OTHERS THEN
+                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                    RAISE;
+                END IF;
+                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                    CONTINUE;
+                END IF;
+                v_policy := ratelimit_router.on_shard_error();
+                IF v_policy = 'error' THEN
+                    RAISE;
+                END IF;
+                RETURN pg_catalog.jsonb_build_object('allowed', v_policy = 'allow', 'current', NULL,
+                    'limit', p_limit, 'retryAfter', CASE WHEN v_policy = 'allow' THEN 0 ELSE 1 END,
+                    'reason', 'shard_unavailable');
+        END;
+    END LOOP;
+END;
+$$;
+
+-- The orphaned-user cleanup's keyed check, routed by p_key.
+CREATE FUNCTION ratelimit_router.check_rate_limit(p_key text, p_limit integer, p_window_seconds integer,
+    p_cost integer DEFAULT 1)
+RETURNS TABLE(allowed boolean, current_count integer, retry_after integer)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_policy text;
+BEGIN
+    IF p_key IS NULL THEN
+        RAISE EXCEPTION 'p_key must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    FOR v_attempt IN 1 .. 2 LOOP
+        BEGIN
+            RETURN QUERY SELECT * FROM ratelimit_router.shard_check_rate_limit_key(
+                ratelimit_router.routing_hash(p_key), p_key, p_limit, p_window_seconds, p_cost);
+            RETURN;
+        EXCEPTION
+            WHEN query_canceled OR OTHERS THEN
+                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                    RAISE;
+                END IF;
+                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                    CONTINUE;
+                END IF;
+                v_policy := ratelimit_router.on_shard_error();
+                IF v_policy = 'error' THEN
+                    RAISE;
+                END IF;
+                RETURN QUERY SELECT v_policy = 'allow', NULL::integer,
+                                    CASE WHEN v_policy = 'allow' THEN 0 ELSE 1 END;
+                RETURN;
+        END;
+    END LOOP;
+END;
+$$;
