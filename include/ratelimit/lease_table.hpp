@@ -71,6 +71,9 @@ class LeaseTable {
 
     // Ends lease `id`; false when it is not held (released, past its hold time, never taken).
     bool release(int partition, std::uint64_t id, Micros now) noexcept;
+    // Ends lease `id` only if `session` holds it: what a transaction's end releases, so that an
+    // identifier released elsewhere and its slot taken again can never end another's lease.
+    void release_own(int partition, std::uint64_t id, std::uint64_t session) noexcept;
 
     // The units `key` holds in live leases at `now`, and the wait until the first of them with
     // a maximum hold time ends.

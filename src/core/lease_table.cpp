@@ -120,6 +120,14 @@ bool LeaseTable::release(int partition, std::uint64_t id, Micros now) noexcept {
     return live;
 }
 
+void LeaseTable::release_own(int partition, std::uint64_t id, std::uint64_t session) noexcept {
+    if (partition_of_lease(id) != partition)
+        return;
+    LeaseSlot& slot = partition_slots(partition)[id & 0xffff];
+    if (slot.id == id && slot.session == session)
+        slot = LeaseSlot{};
+}
+
 std::int64_t LeaseTable::in_flight(int partition, const KeyHash& key, Micros now,
                                    std::optional<Micros>* next_expiry) const noexcept {
     const LeaseSlot* slots = partition_slots(partition);

@@ -128,9 +128,9 @@ void release_held(std::uint64_t id) {
     const int partition = LeaseTable::attach(table_block()).partition_of_lease(id);
     if (partition < 0)
         return;
-    // No error can happen here: a transaction's end calls it (and so no clock is read).
+    // No error can happen here: a transaction's end calls it.
     LWLockAcquire(partition_lock(partition), LW_EXCLUSIVE);
-    LeaseTable::attach(table_block()).release(partition, id, 0);
+    LeaseTable::attach(table_block()).release_own(partition, id, session_token);
     LWLockRelease(partition_lock(partition));
 }
 

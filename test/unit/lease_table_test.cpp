@@ -104,6 +104,24 @@ TEST_F(LeaseTableTest, ASessionsEndReleasesOnlyItsLeases) {
     EXPECT_EQ(table.in_flight(p, key, 0), 1);
 }
 
+TEST_F(LeaseTableTest, ATransactionsEndReleasesOnlyWhatItsSessionHolds) {
+    LeaseTable table = make(kMinLeaseCapacity);  // one slot per partition: the slot is reused
+    const KeyHash key = key_of(5);
+    const int p = LeaseTable::partition_of(key);
+    const LeaseAnswer mine = table.acquire(p, key, 1, 1, 0, 0, 10, 1);
+    ASSERT_TRUE(mine.allowed);
+    table.release_own(p, mine.id, 20);
+    EXPECT_EQ(table.in_flight(p, key, 0), 1) << "another session's end leaves the lease";
+    ASSERT_TRUE(table.release(p, mine.id, 0)) << "released elsewhere, by its identifier";
+    const LeaseAnswer next = table.acquire(p, key, 1, 1, 0, 0, 20, 1);  // same slot, same bits
+    ASSERT_TRUE(next.allowed);
+    ASSERT_EQ(next.id, mine.id) << "the same slot and random bits give the same identifier";
+    table.release_own(p, mine.id, 10);
+    EXPECT_EQ(table.in_flight(p, key, 0), 1) << "the first holder's end cannot end the new lease";
+    table.release_own(p, next.id, 20);
+    EXPECT_EQ(table.in_flight(p, key, 0), 0);
+}
+
 TEST_F(LeaseTableTest, AFullPartitionRefusesWithoutHoldingAnything) {
     LeaseTable table = make(kMinLeaseCapacity);  // one slot per partition
     const KeyHash a = key_of(3);
