@@ -217,6 +217,15 @@ SELECT jsonb_pretty(ratelimit.check_http(ARRAY['endpoint.create-post'], ARRAY['u
 SELECT ratelimit.http_headers(ratelimit.check('endpoint.create-post', 'user-9'), 'unix') AS unix_reset_headers;
 
 \echo
+\echo '== Leases: at most 2 exports in flight per customer; each ends with its transaction'
+BEGIN;
+SELECT allowed, in_flight FROM ratelimit.acquire('export:acme', 2);
+SELECT allowed, in_flight FROM ratelimit.acquire('export:acme', 2);
+SELECT allowed, in_flight FROM ratelimit.acquire('export:acme', 2) AS third_export;
+COMMIT;
+SELECT ratelimit.in_flight('export:acme') AS in_flight_after_commit;
+
+\echo
 \echo '== Observability: per-policy counters and top offenders'
 SELECT * FROM ratelimit.policy_stats ORDER BY policy;
 SELECT policy, subject, denials FROM ratelimit.top_offenders(3);
