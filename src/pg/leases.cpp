@@ -10,6 +10,7 @@
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
+#include "pg/lwlock_scope.hpp"
 #include "pg/memory_engine.hpp"
 #include "pg/postgres.hpp"
 #include "pg/state_engines.hpp"
@@ -94,21 +95,13 @@ LWLock* partition_lock(int partition) {
     return &shared->locks[partition].lock;
 }
 
-// Runs `work` on the table under `partition`'s lock. LWLockRelease cannot fail for a lock this
-// backend holds, so it is called directly, also when the work throws.
+// Runs `work` on the table under `partition`'s lock.
 template <typename Work>
 auto with_partition(int partition, Work&& work) {
-    LWLock* lock = partition_lock(partition);
-    call_postgres([&] { LWLockAcquire(lock, LW_EXCLUSIVE); });
-    LeaseTable table = LeaseTable::attach(table_block());
-    try {
-        auto result = work(table);
-        LWLockRelease(lock);
-        return result;
-    } catch (...) {
-        LWLockRelease(lock);
-        throw;
-    }
+    return with_lwlock(partition_lock(partition), LW_EXCLUSIVE, [&] {
+        LeaseTable table = LeaseTable::attach(table_block());
+        return work(table);
+    });
 }
 
 // ---- what this backend holds ----------------------------------------------------------------

@@ -45,6 +45,7 @@
 
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
+#include "pg/lwlock_scope.hpp"
 
 extern "C" {
 #include "catalog/pg_control.h"
@@ -397,21 +398,13 @@ void after_pressure(const RoomReport& room) {
     }
 }
 
-// Runs `work` on the store under `partition`'s lock. LWLockRelease cannot fail for a lock
-// this backend holds, so it is called directly, also when the core throws.
+// Runs `work` on the store under `partition`'s lock.
 template <typename Work>
 auto with_partition(int partition, LWLockMode mode, Work&& work) {
-    LWLock* lock = partition_lock(partition);
-    call_postgres([&] { LWLockAcquire(lock, mode); });
-    MemoryStore store = MemoryStore::attach(store_block());
-    try {
-        auto result = work(store);
-        LWLockRelease(lock);
-        return result;
-    } catch (...) {
-        LWLockRelease(lock);
-        throw;
-    }
+    return with_lwlock(partition_lock(partition), mode, [&] {
+        MemoryStore store = MemoryStore::attach(store_block());
+        return work(store);
+    });
 }
 
 }  // namespace
