@@ -13,6 +13,7 @@
 #include "pg/lwlock_scope.hpp"
 #include "pg/memory_engine.hpp"
 #include "pg/postgres.hpp"
+#include "pg/result_row.hpp"
 #include "pg/state_engines.hpp"
 #include "ratelimit/algorithms.hpp"
 #include "ratelimit/error.hpp"
@@ -217,10 +218,6 @@ KeyHash lease_key(Datum key) {
     return memory_key(StateKey{native_space(), key}).hash;
 }
 
-std::int64_t milliseconds_up(Micros span) {
-    return (span + 999) / 1000;
-}
-
 // ---- the SQL functions ----------------------------------------------------------------------
 
 // ratelimit.acquire(p_key, p_limit, p_cost, p_scope, p_max_hold) -> ratelimit.lease
@@ -285,11 +282,7 @@ Datum acquire_body(FunctionCallInfo fcinfo) {
     values[4] = Int64GetDatum(milliseconds_up(answer.retry_after.value_or(0)));
     Datum result = 0;
     call_postgres([&] {
-        TupleDesc desc = nullptr;
-        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-            elog(ERROR, "ratelimit.acquire must return a composite type");
-        desc = BlessTupleDesc(desc);
-        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+        result = HeapTupleGetDatum(heap_form_tuple(returned_row_descriptor(fcinfo), values, nulls));
     });
     return result;
 }

@@ -98,10 +98,6 @@ Oid calling_schema(FunctionCallInfo fcinfo) {
     return schema;
 }
 
-std::int64_t milliseconds_rounded_up(Micros span) {
-    return span <= 0 ? 0 : (span + 999) / 1000;
-}
-
 constexpr int kDecisionColumns = 5;
 
 // The columns of a ratelimit.decision row.
@@ -109,8 +105,8 @@ void decision_values(const Decision& decision, Datum* values) {
     values[0] = BoolGetDatum(decision.allowed);
     values[1] = Int32GetDatum(static_cast<std::int32_t>(decision.limit));
     values[2] = Int32GetDatum(static_cast<std::int32_t>(decision.remaining));
-    values[3] = Int64GetDatum(milliseconds_rounded_up(decision.retry_after));
-    values[4] = Int64GetDatum(milliseconds_rounded_up(decision.reset_after));
+    values[3] = Int64GetDatum(milliseconds_up(decision.retry_after));
+    values[4] = Int64GetDatum(milliseconds_up(decision.reset_after));
 }
 
 void decision_row_values(const void* rows, int index, Datum* values) {

@@ -176,10 +176,6 @@ std::string first_characters(std::string_view text, int count) {
     return std::string(text.substr(0, end));
 }
 
-std::int64_t milliseconds_up(Micros span) {
-    return span <= 0 ? 0 : (span + 999) / 1000;
-}
-
 // One policy of the call, resolved.
 struct ResolvedPolicy {
     const PolicyRule* rule = nullptr;
