@@ -24,10 +24,12 @@ CORE_OBJS = \
 	src/core/offender_table.o \
 	src/core/policy.o \
 	src/core/request_routes.o \
+	src/core/reservation_table.o \
 	src/core/second_buckets.o \
 	src/core/validation.o
 PG_OBJS = \
 	src/pg/arguments.o \
+	src/pg/calendar_window.o \
 	src/pg/clock.o \
 	src/pg/drop_in_rules.o \
 	src/pg/guard.o \
@@ -47,6 +49,7 @@ PG_OBJS = \
 	src/pg/pre_request.o \
 	src/pg/rate_limit_buckets.o \
 	src/pg/rate_limits.o \
+	src/pg/reservations.o \
 	src/pg/result_row.o \
 	src/pg/rpc_rate_limits.o \
 	src/pg/spi_statement.o \
@@ -69,6 +72,7 @@ INSTALL_SOURCES = \
 	sql/install/native_api.sql \
 	sql/install/memory_engine.sql \
 	sql/install/leases.sql \
+	sql/install/reservations.sql \
 	sql/install/policies.sql \
 	sql/install/observability.sql \
 	sql/install/presets.sql \

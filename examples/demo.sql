@@ -117,12 +117,24 @@ SELECT ratelimit.block('api:abuser', '15 minutes') AS blocked_until;
 SELECT * FROM ratelimit.consume('api:abuser', 100, '1 minute');
 SELECT ratelimit.reset('api:abuser') AS forgotten;
 SELECT * FROM ratelimit.consume('api:abuser', 100, '1 minute');
+
+\echo
+\echo '== Calendar quotas: 1,000 a day from midnight in Berlin (the day the clocks go forward lasts 23 hours), 50,000 a month in UTC'
+SET ratelimit.test_clock = '2026-03-28 23:00:00+00';
+SELECT 'Berlin midnight, 2026-03-29' AS at, allowed, remaining, reset_after_ms / 3600000 AS hours_to_reset
+  FROM ratelimit.consume('quota:acme', 1000, '1 day', p_time_zone => 'Europe/Berlin');
+SET ratelimit.test_clock = '2026-03-29 22:00:00+00';
+SELECT 'Berlin midnight, 2026-03-30' AS at, allowed, remaining, reset_after_ms / 3600000 AS hours_to_reset
+  FROM ratelimit.consume('quota:acme', 1000, '1 day', p_time_zone => 'Europe/Berlin');
+SELECT 'UTC month, from 2026-03-29 22:00' AS at, allowed, remaining, reset_after_ms / 3600000 AS hours_to_reset
+  FROM ratelimit.consume('quota:globex', 50000, '1 month');
 RESET ratelimit.test_clock;
 
 \echo
 \echo '== Bad input names its argument (SQLSTATE 22023) and writes nothing'
 \set ON_ERROR_STOP 0
-SELECT * FROM ratelimit.consume('api:user-42', 3, '1 month');
+SELECT * FROM ratelimit.consume('api:user-42', 3, '2 months');
+SELECT * FROM ratelimit.consume('api:user-42', 3, '1 day', p_time_zone => 'Mars/Olympus_Mons');
 SELECT * FROM ratelimit.consume('api:user-42', 3, '10 seconds', p_algorithm => 'leaky');
 \set ON_ERROR_STOP 1
 
@@ -224,6 +236,16 @@ SELECT allowed, in_flight FROM ratelimit.acquire('export:acme', 2);
 SELECT allowed, in_flight FROM ratelimit.acquire('export:acme', 2) AS third_export;
 COMMIT;
 SELECT ratelimit.in_flight('export:acme') AS in_flight_after_commit;
+
+\echo
+\echo '== Reservations: 10,000 LLM tokens an hour; reserve an estimate before the call, settle with what it used'
+SELECT reservation_id AS llm_call, allowed, remaining FROM ratelimit.reserve('llm:acme', 10000, '1 hour', 2000) \gset
+SELECT allowed, remaining FROM ratelimit.settle(:llm_call, 1200) AS used_less_refunded;
+SELECT reservation_id AS llm_call FROM ratelimit.reserve('llm:acme', 10000, '1 hour', 2000) \gset
+SELECT allowed, remaining, retry_after_ms FROM ratelimit.settle(:llm_call, 12000) AS used_more_charged_past_the_limit;
+SELECT allowed FROM ratelimit.consume('llm:acme', 10000, '1 hour', 1) AS next_call_denied;
+SELECT reservation_id AS llm_call FROM ratelimit.reserve('llm:beta', 10000, '1 hour', 2000) \gset
+SELECT remaining FROM ratelimit.cancel(:llm_call) AS cancelled_gives_it_back;
 
 \echo
 \echo '== Observability: per-policy counters and top offenders'

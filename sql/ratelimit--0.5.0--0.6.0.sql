@@ -388,7 +388,8 @@ CREATE FUNCTION ratelimit.allow(
     p_cost integer DEFAULT 1,
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS boolean
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_allow';
@@ -404,7 +405,8 @@ CREATE FUNCTION ratelimit.consume_many(
     p_cost integer DEFAULT 1,
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision[]
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_consume_many';
@@ -416,7 +418,8 @@ CREATE FUNCTION ratelimit.peek_many(
     p_cost integer DEFAULT 1,
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision[]
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_peek_many';
@@ -503,6 +506,44 @@ AS 'MODULE_PATHNAME', 'ratelimit_metrics';
 
 ALTER TABLE ratelimit.policies ADD COLUMN quota_unit text;
 
+-- Calendar periods: a policy's time zone, checked by validate_limit, which takes it too.
+ALTER TABLE ratelimit.policies ADD COLUMN time_zone text;
+-- A random 0 to reset_jitter added to the reset check_http's headers report.
+ALTER TABLE ratelimit.policies ADD COLUMN reset_jitter interval;
+
+-- Raises the error consume would raise for these settings (22023/22004 naming the argument),
+-- or returns nothing. Policies are checked with it when they are written.
+CREATE FUNCTION ratelimit.validate_limit(
+    p_limit integer,
+    p_period interval,
+    p_algorithm text,
+    p_engine text,
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
+RETURNS void
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_validate_limit';
+
+-- The function with one argument more replaces the old one; a grant an administrator gave on the
+-- old one is given on the new one (the privileges block below sets the rest).
+DO $$
+DECLARE
+    grantee text;
+BEGIN
+    FOR grantee IN
+        SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END
+        FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+        LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+        WHERE p.oid = 'ratelimit.validate_limit(integer, interval, text, text, integer)'::pg_catalog.regprocedure
+          AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION ratelimit.validate_limit(integer, interval, text, text, integer, text) TO %s', grantee);
+    END LOOP;
+END
+$$;
+
+DROP FUNCTION ratelimit.validate_limit(integer, interval, text, text, integer);
+
 CREATE OR REPLACE FUNCTION ratelimit.policies_validate()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -510,7 +551,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM ratelimit.validate_limit(NEW."limit", NEW.period, NEW.algorithm, NEW.engine,
-                                     NEW.burst);
+                                     NEW.burst, NEW.time_zone);
+    IF NEW.reset_jitter IS NOT NULL
+       AND (NEW.reset_jitter < interval '0' OR NEW.reset_jitter > interval '1 hour'
+            OR pg_catalog.date_part('month', NEW.reset_jitter) <> 0
+            OR pg_catalog.date_part('year', NEW.reset_jitter) <> 0) THEN
+        RAISE EXCEPTION 'reset_jitter must be between 0 and 1 hour (got "%")', NEW.reset_jitter
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- An sf-token, as the header carries it.
     IF NEW.quota_unit IS NOT NULL
        AND NEW.quota_unit !~ '^[A-Za-z*][A-Za-z0-9!#$%&''*+.^_`|~:/-]{0,62}$' THEN
@@ -710,6 +758,129 @@ RETURNS integer
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_in_flight';
 
+-- Reservations: rate limiting for costs known only afterwards (tokens an answer used, bytes
+-- sent). reserve consumes an estimate as consume would; settle, with the actual cost, refunds
+-- or charges the difference; cancel gives the estimate back. An open reservation not settled
+-- within its hold time expires and stays charged its estimate. Reservations live in shared
+-- memory: the library must be preloaded, and a restart forgets the open ones (as their expiry
+-- would).
+
+CREATE TYPE ratelimit.reservation AS (
+    reservation_id bigint,   -- NULL when denied
+    allowed boolean,
+    "limit" integer,
+    remaining integer,
+    retry_after_ms bigint,
+    reset_after_ms bigint,
+    expires_at timestamptz   -- when the reservation expires unless settled; NULL when denied
+);
+
+-- Consumes p_estimate of p_key's allowance exactly as consume(p_key, p_limit, p_period,
+-- p_estimate, p_algorithm, p_engine, p_burst) would and, when allowed, opens a reservation for
+-- p_hold (1 ms to 1 day). A reservation whose transaction rolls back is dropped with it.
+CREATE FUNCTION ratelimit.reserve(
+    p_key text,
+    p_limit integer,
+    p_period interval,
+    p_estimate integer,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL,
+    p_hold interval DEFAULT '15 minutes')
+RETURNS ratelimit.reservation
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_reserve';
+
+-- Closes an open reservation of the calling role at p_actual units: the difference to its
+-- estimate is refunded (never below zero) or charged, even past the limit (the work is done);
+-- what goes past the limit denies the calls that follow until it is worked off. Returns what a
+-- one-unit peek says afterwards. A settle that rolls back leaves the reservation open.
+CREATE FUNCTION ratelimit.settle(p_reservation bigint, p_actual integer)
+RETURNS ratelimit.decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_settle';
+
+-- Closes an open reservation with nothing used: settle at 0 units.
+CREATE FUNCTION ratelimit.cancel(p_reservation bigint)
+RETURNS ratelimit.decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_cancel';
+
+------------------------------------------------------------------------------------------------
+-- Calendar periods: consume, peek and refund take p_time_zone. Nothing in the extension calls
+-- them: the functions with one argument more replace them, and a grant an administrator gave
+-- on an old one is given on its replacement (the privileges block below sets the rest).
+------------------------------------------------------------------------------------------------
+
+-- Consumes p_cost units of p_key's allowance of p_limit per p_period. A denied call consumes
+-- nothing; a cost larger than what remains is denied whole. Windows are aligned to the Unix
+-- epoch, except calendar periods (fixed_window only): with p_time_zone, p_period '1 day',
+-- '1 week' (ISO, from Monday) or '1 month' is that calendar unit from local midnight in the
+-- zone; '1 month' without p_time_zone is the calendar month in UTC.
+CREATE FUNCTION ratelimit.consume(
+    p_key text,
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
+RETURNS ratelimit.decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_consume';
+
+-- What consume would decide now, without consuming (nothing is written).
+CREATE FUNCTION ratelimit.peek(
+    p_key text,
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
+RETURNS ratelimit.decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_peek';
+
+-- Gives back up to p_cost units consumed earlier (e.g. when the guarded work did not happen);
+-- returns what a one-unit peek says afterwards.
+CREATE FUNCTION ratelimit.refund(
+    p_key text,
+    p_limit integer,
+    p_period interval,
+    p_cost integer DEFAULT 1,
+    p_algorithm text DEFAULT 'fixed_window',
+    p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
+RETURNS ratelimit.decision
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'ratelimit_refund';
+
+DO $$
+DECLARE
+    name text;
+    grantee text;
+BEGIN
+    FOREACH name IN ARRAY ARRAY['consume', 'peek', 'refund'] LOOP
+        FOR grantee IN
+            SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END
+            FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
+            LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
+            WHERE p.oid = pg_catalog.to_regprocedure(pg_catalog.format(
+                      'ratelimit.%s(text, integer, interval, integer, text, text, integer)', name))
+              AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+        LOOP
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION ratelimit.%s(text, integer, interval, integer, text, text, integer, text) TO %s',
+                                      name, grantee);
+        END LOOP;
+        EXECUTE pg_catalog.format('DROP FUNCTION ratelimit.%s(text, integer, interval, integer, text, text, integer)', name);
+    END LOOP;
+END
+$$;
+
 ------------------------------------------------------------------------------------------------
 -- Privileges by construction. Default privileges (ALTER DEFAULT PRIVILEGES, database-wide or
 -- IN SCHEMA) hand new tables, views, sequences, functions, types and schemas to whichever roles
@@ -799,7 +970,7 @@ BEGIN
             ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit(text, integer, integer)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.http_headers(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.http_body(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.validate_limit(integer, interval, text, text, integer)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.validate_limit(integer, interval, text, text, integer, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.hash_subject(text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'),
@@ -821,15 +992,18 @@ BEGIN
             ('EXECUTE', 'FUNCTION', 'ratelimit.check_many(text, text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.check_all(text[], text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.allow(text, integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.consume_many(text[], integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.peek_many(text[], integer, interval, integer, text, text, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.allow(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.consume_many(text[], integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.peek_many(text[], integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.acquire(text, integer, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.release(bigint)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.in_flight(text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.reserve(text, integer, interval, integer, text, text, integer, interval)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.settle(bigint, integer)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.cancel(bigint)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.reset(text, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.block(text, interval, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer)'::pg_catalog.regprocedure::text, 'service_role'),

@@ -9,7 +9,8 @@
 // they stay true when the clock steps back.
 //
 // Guarantees (checked against brute-force models in test/unit/algorithms_test.cpp):
-//  fixed_window            at most N units in each epoch-aligned window [kP, (k+1)P).
+//  fixed_window            at most N units in each epoch-aligned window [kP, (k+1)P), or in
+//                          each calendar window (Limit::window_start, window_end).
 //  rolling_window          at most N units in each window, which opens at the first call after
 //                          the previous one closed and lasts P (so at most 2N in any span P).
 //  sliding_window          at most N units in any span of length P. The log holds one entry per
@@ -23,6 +24,24 @@
 //                          tokens refilled continuously at N per P.
 //  gcra                    the same decisions as the token bucket with the same N, P and B,
 //                          kept as one theoretical arrival time instead of tokens and a clock.
+//
+// A charge (Action::kCharge) counts units whatever remains, for work already done (tokens an
+// answer used, bytes sent); what goes past the limit is carried forward, so that the calls that
+// follow are denied until it is worked off:
+//  fixed_window            the window may hold more than N; each following window starts with
+//                          what is left of it after N a window (max(0, units - k·N) in the k-th
+//                          window after). Consumes never leave more than N, so nothing they
+//                          decide changes.
+//  rolling_window          the same, the following windows opening back to back from the
+//                          charged window's end.
+//  sliding_window          a log entry at now, counted for P; the units of one entry beyond N
+//                          are dropped (while the entry counts, the key is full anyway).
+//  sliding_window_counter  the current window's units, which then weigh in the next window as
+//                          the previous window's.
+//  token_bucket            the tokens go below zero (a debt the refill repays first).
+//  gcra                    the theoretical arrival time moves ahead past the tolerance.
+// What a key may owe beyond a full allowance is bounded by what it works off in kMaxWindow; a
+// charge beyond is forgotten. `remaining` is never reported below 0.
 #pragma once
 
 #include <cstdint>
@@ -64,11 +83,19 @@ struct Limit {
     std::int64_t limit = 1;  // N >= 1
     Micros period = 0;       // P, kMinPeriod..kMaxWindow
     std::int64_t burst = 1;  // B >= 1, B·P/N <= kMaxWindow; token_bucket and gcra only (else N)
+    // A calendar window (fixed_window only): the window holding now, [window_start,
+    // window_end), from one local midnight to the next day, week or month, as the caller
+    // computed it for this call (P is then its length). 0 and 0: windows aligned to the epoch.
+    Micros window_start = 0;
+    Micros window_end = 0;
 };
 
 // Throws ArgumentError naming the argument (p_limit, p_period, p_burst) unless `limit` is
 // within the ranges above and its burst is used only by the bucket algorithms.
 void require_valid_limit(const Limit& limit);
+
+// Throws ArgumentError (p_algorithm) unless `algorithm` counts calendar windows: fixed_window.
+void require_calendar_algorithm(Algorithm algorithm);
 
 // A checked Limit from the SQL arguments; `burst` is empty when not given (B = N).
 Limit make_limit(Algorithm algorithm, std::int64_t limit, Micros period,
@@ -108,7 +135,8 @@ constexpr Micros sliding_log_cell(Micros period) noexcept {
 }
 
 // The state of one key, as the engines store it. Which fields an algorithm uses:
-//  fixed_window, rolling_window   instant = window start,        amount = units used
+//  fixed_window, rolling_window   instant = window start,        amount = units used,
+//                                 carry = 1 when a charge left them past N (see above)
 //  sliding_window_counter         instant = current window start, amount = its units,
 //                                 carry = the previous window's units
 //  token_bucket                   instant = last refill,          amount = whole tokens,
@@ -151,10 +179,11 @@ struct Decision {
     bool state_changed = false;  // the call wrote the key's state: the engine must store it
 };
 
-// The three things a caller can do to a key under a limit. A denied consume changes nothing;
-// a peek never changes anything; a refund gives back up to `cost` units consumed earlier and
-// reports what a one-unit peek would say afterwards.
-enum class Action { kConsume, kPeek, kRefund };
+// What a caller can do to a key under a limit. A denied consume changes nothing; a peek never
+// changes anything; a refund gives back up to `cost` units consumed earlier; a charge counts
+// `cost` units whatever remains (any cost from 0 to 2^31 - 1, see above). A refund and a charge
+// report what a one-unit peek would say afterwards.
+enum class Action { kConsume, kPeek, kRefund, kCharge };
 
 // Decides `action` for a call of `cost` at `now`, updating `state` in place. The arguments
 // must have passed the require_valid_* checks.

@@ -132,6 +132,10 @@ struct PolicyRule {
     Algorithm algorithm = Algorithm::kFixedWindow;
     std::int64_t limit = 1;
     Micros period = 0;
+    // A calendar period's window holding now (Limit::window_start, window_end), set by the
+    // caller for each call; period is then its length. 0 and 0: windows aligned to the epoch.
+    Micros window_start = 0;
+    Micros window_end = 0;
     std::optional<std::int64_t> burst;  // as written (before any multiplier); empty: = limit
     Engine engine = Engine::kTable;
     bool count_denied = false;

@@ -36,4 +36,19 @@ Micros window_length(const std::string& argument, std::int64_t count, Micros uni
 Micros interval_length(const std::string& argument, std::int32_t months, std::int32_t days,
                        std::int64_t micros);
 
+// A calendar period: a window from one local midnight to another (a day, an ISO week from
+// Monday, a month), whose length varies with daylight saving time and the month.
+enum class CalendarUnit { kNone, kDay, kWeek, kMonth };
+
+// What an SQL interval given as p_period means when a time zone is given (`zone_given`) or not.
+// With a zone it must be '1 day', '1 week' (or '7 days') or '1 month'; without one, '1 month'
+// is the calendar month in UTC and any period without months is no calendar period (kNone: the
+// caller measures it with interval_length, as before). Throws ArgumentError naming `argument`.
+CalendarUnit calendar_unit(const std::string& argument, std::int32_t months, std::int32_t days,
+                           std::int64_t micros, bool zone_given);
+
+// The usual length of `unit` (a day, 7 days, 31 days), which a limit is checked with before
+// the call's real window is known.
+Micros nominal_calendar_window(CalendarUnit unit) noexcept;
+
 }  // namespace ratelimit

@@ -12,7 +12,10 @@ CREATE TYPE ratelimit.decision AS (
 );
 
 -- Consumes p_cost units of p_key's allowance of p_limit per p_period. A denied call consumes
--- nothing; a cost larger than what remains is denied whole.
+-- nothing; a cost larger than what remains is denied whole. Windows are aligned to the Unix
+-- epoch, except calendar periods (fixed_window only): with p_time_zone, p_period '1 day',
+-- '1 week' (ISO, from Monday) or '1 month' is that calendar unit from local midnight in the
+-- zone; '1 month' without p_time_zone is the calendar month in UTC.
 CREATE FUNCTION ratelimit.consume(
     p_key text,
     p_limit integer,
@@ -20,7 +23,8 @@ CREATE FUNCTION ratelimit.consume(
     p_cost integer DEFAULT 1,
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_consume';
@@ -33,7 +37,8 @@ CREATE FUNCTION ratelimit.peek(
     p_cost integer DEFAULT 1,
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_peek';
@@ -47,7 +52,8 @@ CREATE FUNCTION ratelimit.refund(
     p_cost integer DEFAULT 1,
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_refund';
@@ -60,7 +66,8 @@ CREATE FUNCTION ratelimit.allow(
     p_cost integer DEFAULT 1,
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS boolean
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_allow';
@@ -76,7 +83,8 @@ CREATE FUNCTION ratelimit.consume_many(
     p_cost integer DEFAULT 1,
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision[]
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_consume_many';
@@ -88,7 +96,8 @@ CREATE FUNCTION ratelimit.peek_many(
     p_cost integer DEFAULT 1,
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision[]
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_peek_many';
@@ -135,7 +144,8 @@ CREATE FUNCTION ratelimit.validate_limit(
     p_period interval,
     p_algorithm text,
     p_engine text,
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL,
+    p_time_zone text DEFAULT NULL)
 RETURNS void
 LANGUAGE c STABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ratelimit_validate_limit';

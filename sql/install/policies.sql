@@ -25,7 +25,15 @@ CREATE TABLE ratelimit.policies (
     description text,
     -- What the limit counts, for the qu parameter of the RateLimit-Policy header: NULL or
     -- 'requests' (not shown), 'content-bytes', 'concurrent-requests', or another token.
-    quota_unit text
+    quota_unit text,
+    -- A calendar period's time zone (fixed_window, period '1 day', '1 week' or '1 month'): the
+    -- window runs from local midnight to local midnight there. NULL: windows aligned to the
+    -- epoch, or the UTC month for '1 month'.
+    time_zone text,
+    -- check_http (and pre_request) add a random 0 to reset_jitter to the reset their headers
+    -- report, so that clients told one reset do not all come back at once; the window and the
+    -- decision's waits stay exact. NULL: none.
+    reset_jitter interval
 );
 
 COMMENT ON TABLE ratelimit.policies IS
@@ -38,7 +46,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     PERFORM ratelimit.validate_limit(NEW."limit", NEW.period, NEW.algorithm, NEW.engine,
-                                     NEW.burst);
+                                     NEW.burst, NEW.time_zone);
+    IF NEW.reset_jitter IS NOT NULL
+       AND (NEW.reset_jitter < interval '0' OR NEW.reset_jitter > interval '1 hour'
+            OR pg_catalog.date_part('month', NEW.reset_jitter) <> 0
+            OR pg_catalog.date_part('year', NEW.reset_jitter) <> 0) THEN
+        RAISE EXCEPTION 'reset_jitter must be between 0 and 1 hour (got "%")', NEW.reset_jitter
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- An sf-token, as the header carries it.
     IF NEW.quota_unit IS NOT NULL
        AND NEW.quota_unit !~ '^[A-Za-z*][A-Za-z0-9!#$%&''*+.^_`|~:/-]{0,62}$' THEN

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "ratelimit/error.hpp"
@@ -45,12 +46,84 @@ bool is_bucket(Algorithm algorithm) noexcept {
     return algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kGcra;
 }
 
+// ---- charges past the limit (Action::kCharge) -----------------------------------------------
+
+// The most units a charge leaves a key owing beyond a full allowance: what the key works off in
+// kMaxWindow (and at most 2^40, so that sums stay far from 64 bits), so that every instant a
+// state implies stays within about a year of its last write, whatever is charged.
+std::int64_t most_owed(const Limit& l) noexcept {
+    const Wide owed = Wide(l.limit) * kMaxWindow / l.period;
+    return static_cast<std::int64_t>(std::min<Wide>(owed, Wide(1) << 40));
+}
+
+// A charged window's `used` units carried into the windows that follow it, N a window: the
+// number of windows (1: the next one) until the window that leaves room for `fits` more units.
+// Used within N (all a consume ever leaves), it is always the next window.
+std::int64_t windows_until(std::int64_t used, std::int64_t fits, std::int64_t limit) noexcept {
+    const std::int64_t over = used - fits;
+    return over <= limit ? 1 : (over + limit - 1) / limit;
+}
+
+// What a fixed or rolling window `windows` windows after a state's window counts from it:
+// nothing unless a charge left that window past N, which the state marks with carry = 1 (a
+// consume never does; a state written under a higher limit may hold more than N unmarked, and
+// carries nothing).
+std::int64_t carried_units(const Limit& l, const KeyState& s, std::int64_t windows) noexcept {
+    const std::int64_t amount = s.amount;
+    if (s.carry == 0 || amount <= l.limit || windows < 1)
+        return 0;
+    const Wide left = Wide(amount) - Wide(windows) * l.limit;
+    return left > 0 ? static_cast<std::int64_t>(left) : 0;
+}
+
+// Whether a fixed or rolling window's `used` units are a charge's, carried into the windows
+// that follow (and marks the state when this call wrote it): used past N after a charge, or
+// carried from one. A write of N or less clears the mark.
+bool owes_windows(const Limit& l, KeyState& s, Action action, bool allowed, std::int64_t cost,
+                  std::int64_t used) noexcept {
+    const bool wrote = (action == Action::kConsume && allowed && cost > 0) ||
+                       action == Action::kRefund || (action == Action::kCharge && cost > 0);
+    if (wrote && (s.carry != 0 || used > l.limit))
+        s.carry = used > l.limit ? 1 : 0;
+    return s.carry != 0 && used > l.limit;
+}
+
+// used + cost for a charge, bounded by most_owed.
+std::int64_t charged(const Limit& l, std::int64_t used, std::int64_t cost) noexcept {
+    return static_cast<std::int64_t>(
+        std::min<Wide>(Wide(used) + cost, Wide(l.limit) + most_owed(l)));
+}
+
 // ---- fixed_window ---------------------------------------------------------------------------
+
+// The calendar window holding t, for a state whose window starts at `state_start`. The caller
+// gave the window holding now; t lies beyond it only when the clock stepped back behind a
+// later state or at the end of a block, and then the next window is taken to start at the
+// state's window (or this one's end) and to last as long as this one.
+std::pair<Micros, Micros> calendar_window(const Limit& l, Micros t, Micros state_start) noexcept {
+    if (t < l.window_end)
+        return {l.window_start, l.window_end};
+    const Micros start = std::max(state_start, l.window_end);
+    return {start, start + (l.window_end - l.window_start)};
+}
 
 Outcome fixed_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action) {
     const Micros t = std::max(now, s.instant);
-    const Micros w = window_start(t, l.period);
+    Micros w = 0;
+    Micros end = 0;
+    if (l.window_end != 0) {
+        std::tie(w, end) = calendar_window(l, t, s.instant);
+    } else {
+        w = window_start(t, l.period);
+        end = w + l.period;
+    }
     std::int64_t used = s.instant == w ? s.amount : 0;
+    const Micros length = end - w;
+    if (s.instant < w && s.carry != 0) {
+        // The windows since the charged one, rounded to the nearest: exact for windows aligned
+        // to the epoch, and right for calendar windows, whose lengths differ by far less.
+        used = carried_units(l, s, (w - s.instant + length / 2) / length);
+    }
     Outcome out;
     out.allowed = used + cost <= l.limit;
     if (action == Action::kConsume && out.allowed && cost > 0) {
@@ -61,10 +134,16 @@ Outcome fixed_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
         used = std::max<std::int64_t>(0, used - cost);
         s.instant = w;
         s.amount = used;
+    } else if (action == Action::kCharge && cost > 0) {
+        used = charged(l, used, cost);
+        s.instant = w;
+        s.amount = used;
     }
+    const bool owing = owes_windows(l, s, action, out.allowed, cost, used);
     out.remaining = std::max<std::int64_t>(0, l.limit - used);
-    out.retry_at = w + l.period;
-    out.reset_at = used > 0 ? w + l.period : now;
+    out.retry_at = end + (owing ? windows_until(used, l.limit - cost, l.limit) - 1 : 0) * length;
+    out.reset_at =
+        used > 0 ? end + (owing ? windows_until(used, 0, l.limit) - 1 : 0) * length : now;
     return out;
 }
 
@@ -72,25 +151,45 @@ Outcome fixed_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
 
 Outcome rolling_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action) {
     const Micros t = std::max(now, s.instant);
-    bool active = s.amount > 0 && t < s.instant + l.period;
-    std::int64_t used = active ? s.amount : 0;
+    Micros start = s.instant;
+    std::int64_t amount = s.amount;
+    if (s.carry != 0 && amount > l.limit && t >= start + l.period) {
+        // A window a charge left past N: its excess opens the windows that follow it, back to
+        // back, N a window.
+        const std::int64_t windows = (t - start) / l.period;
+        amount = carried_units(l, s, windows);
+        start += windows * l.period;
+    }
+    bool active = amount > 0 && t < start + l.period;
+    std::int64_t used = active ? amount : 0;
     Outcome out;
     out.allowed = used + cost <= l.limit;
     if (action == Action::kConsume && out.allowed && cost > 0) {
         if (!active) {
-            s.instant = t;
+            start = t;
             active = true;
         }
         used += cost;
+        s.instant = start;
         s.amount = used;
     } else if (action == Action::kRefund && active) {
         used = std::max<std::int64_t>(0, used - cost);
+        s.instant = start;
         s.amount = used;
         active = used > 0;
+    } else if (action == Action::kCharge && cost > 0) {
+        if (!active) {
+            start = t;
+            active = true;
+        }
+        used = charged(l, used, cost);
+        s.instant = start;
+        s.amount = used;
     }
+    const bool owing = owes_windows(l, s, action, out.allowed, cost, used);
     out.remaining = std::max<std::int64_t>(0, l.limit - used);
-    out.retry_at = s.instant + l.period;
-    out.reset_at = active ? s.instant + l.period : now;
+    out.retry_at = start + (owing ? windows_until(used, l.limit - cost, l.limit) : 1) * l.period;
+    out.reset_at = active ? start + (owing ? windows_until(used, 0, l.limit) : 1) * l.period : now;
     return out;
 }
 
@@ -159,7 +258,7 @@ Outcome sliding_window(const Limit& l, KeyState& s, Micros now, std::int64_t cos
     if (action == Action::kConsume && out.allowed && cost > 0) {
         write = true;
         used += cost;
-    } else if (action == Action::kRefund) {
+    } else if (action == Action::kRefund || (action == Action::kCharge && cost > 0)) {
         write = true;
     }
     if (write) {
@@ -170,6 +269,15 @@ Outcome sliding_window(const Limit& l, KeyState& s, Micros now, std::int64_t cos
                 s.log.back().units += cost;
             else
                 s.log.push_back(LogEntry{t, cost});
+        } else if (action == Action::kCharge) {
+            // Units of one entry beyond N change no decision (while it counts, the key is
+            // full), so an entry keeps at most N and the log's sums stay small.
+            if (s.log.empty() || s.log.back().at != t)
+                s.log.push_back(LogEntry{t, 0});
+            const std::int64_t added =
+                std::min(cost, std::max<std::int64_t>(0, l.limit - s.log.back().units));
+            s.log.back().units += added;
+            used += added;
         } else {
             std::int64_t to_return = cost;
             while (to_return > 0 && !s.log.empty()) {
@@ -224,18 +332,21 @@ Outcome sliding_window_counter(const Limit& l, KeyState& s, Micros now, std::int
     const Wide capacity = Wide(l.limit) * p;
     Outcome out;
     out.allowed = weighted(current) + Wide(cost) * p <= capacity;
-    if ((action == Action::kConsume && out.allowed && cost > 0) || action == Action::kRefund) {
-        current =
-            action == Action::kConsume ? current + cost : std::max<std::int64_t>(0, current - cost);
+    if ((action == Action::kConsume && out.allowed && cost > 0) || action == Action::kRefund ||
+        (action == Action::kCharge && cost > 0)) {
+        // A charge may leave the window past N: next window, its units weigh as the previous.
+        current = action == Action::kConsume  ? current + cost
+                  : action == Action::kCharge ? charged(l, current, cost)
+                                              : std::max<std::int64_t>(0, current - cost);
         s.instant = w;
         s.amount = current;
         s.carry = previous;
     }
     const Wide left = capacity - weighted(current);
     out.remaining = left <= 0 ? 0 : static_cast<std::int64_t>(left / p);
-    // A refund's outcome is replaced by a peek (decide()), so it needs no retry instant; and
-    // its cost, compared before the refund, must not reach the divisions below.
-    if (!out.allowed && action != Action::kRefund) {
+    // A refund's or charge's outcome is replaced by a peek (decide()), so it needs no retry
+    // instant; and its cost, compared before the write, must not reach the divisions below.
+    if (!out.allowed && action != Action::kRefund && action != Action::kCharge) {
         if (current + cost <= l.limit) {
             // Fits in this window once enough of the previous one has slid out.
             const Wide room = Wide(l.limit - current - cost) * p;
@@ -316,6 +427,10 @@ Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
             tokens += cost;
         }
         write = true;
+    } else if (action == Action::kCharge && cost > 0) {
+        // Charged whatever is left: the bucket goes into debt, repaid by the refill.
+        tokens = static_cast<std::int64_t>(std::max<Wide>(Wide(tokens) - cost, -most_owed(l)));
+        write = true;
     }
     if (write) {
         s.instant = t;
@@ -324,7 +439,7 @@ Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
         s.measured_limit = l.limit;
         s.measured_period = p;
     }
-    out.remaining = tokens;
+    out.remaining = std::max<std::int64_t>(0, tokens);
     // Time for the missing tokens to drip in at N per P.
     auto wait_for = [&](std::int64_t wanted) -> Micros {
         const Wide missing = Wide(wanted - tokens) * p - fraction;
@@ -379,6 +494,11 @@ Outcome gcra(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action 
     } else if (action == Action::kRefund) {
         after = std::max(now_scaled, base - Wide(cost) * p);
         write = true;
+    } else if (action == Action::kCharge && cost > 0) {
+        // Charged whatever is left: the arrival time moves ahead past the tolerance, as far as
+        // the token bucket's debt (most_owed).
+        after = std::min(next, now_scaled + tolerance + Wide(most_owed(l)) * p);
+        write = true;
     }
     if (write) {
         s.instant = static_cast<Micros>(after / n);
@@ -430,7 +550,20 @@ Algorithm parse_algorithm(const char* argument, std::string_view name) {
             std::string(name.substr(0, 64)) + "\")");
 }
 
+void require_calendar_algorithm(Algorithm algorithm) {
+    if (algorithm != Algorithm::kFixedWindow)
+        throw ArgumentError::invalid("p_algorithm",
+                                     "must be fixed_window for a calendar period: calendar windows "
+                                     "need fixed_window (got " +
+                                         std::string(algorithm_name(algorithm)) + ")");
+}
+
 void require_valid_limit(const Limit& limit) {
+    if (limit.window_end != 0)
+        require_calendar_algorithm(limit.algorithm);
+    if (limit.window_end != 0 &&
+        (limit.window_start < 0 || limit.window_end - limit.window_start != limit.period))
+        throw ArgumentError::invalid("p_period", "calendar window does not match its length");
     require_positive("p_limit", limit.limit);
     if (limit.period < kMinPeriod)
         throw ArgumentError::invalid("p_period", "must be at least 1 millisecond");
@@ -510,14 +643,14 @@ Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t co
             throw ArgumentError::invalid("p_algorithm", "must name an algorithm");
     }
 
-    const bool written =
-        action == Action::kRefund || (effective == Action::kConsume && out.allowed && cost > 0);
+    const bool written = action == Action::kRefund || (action == Action::kCharge && cost > 0) ||
+                         (effective == Action::kConsume && out.allowed && cost > 0);
     if (written && fresh)
         state = std::move(fresh_state);
-    if (action == Action::kRefund) {
-        // Report what a one-unit peek would say after the refund.
+    if (action == Action::kRefund || action == Action::kCharge) {
+        // Report what a one-unit peek would say after the refund or charge.
         Decision after = decide(limit, state, now, 1, Action::kPeek);
-        after.state_changed = true;
+        after.state_changed = written;
         return after;
     }
 
@@ -559,7 +692,30 @@ Micros idle_from(const Limit& limit, const KeyState& state) {
         case Algorithm::kNone:
             break;
         case Algorithm::kFixedWindow:
+            if (state.carry != 0 && state.amount > limit.limit) {
+                // A charge's excess counts in the windows that follow; calendar windows are
+                // counted twice as long as the current one, longer than any that follows.
+                idle = state.instant + (limit.window_end != 0 ? 2 : 1) *
+                                           windows_until(state.amount, 0, limit.limit) * p;
+                break;
+            }
+            if (limit.window_end != 0 && state.amount > 0) {
+                // A state of another window than the one holding now counts nothing now; one
+                // of a later window (a clock stepped back) is kept two windows long, longer
+                // than any calendar window that follows it.
+                idle = state.instant == limit.window_start ? limit.window_end
+                       : state.instant < limit.window_start
+                           ? state.instant
+                           : state.instant + 2 * (limit.window_end - limit.window_start);
+                break;
+            }
+            idle = state.amount > 0 ? state.instant + p : 0;
+            break;
         case Algorithm::kRollingWindow:
+            if (state.carry != 0 && state.amount > limit.limit) {
+                idle = state.instant + windows_until(state.amount, 0, limit.limit) * p;
+                break;
+            }
             idle = state.amount > 0 ? state.instant + p : 0;
             break;
         case Algorithm::kSlidingWindow:

@@ -577,9 +577,11 @@ Decision MemoryStore::decide(int partition, const KeyHash& key, const Limit& lim
         }
         const bool fresh = slot == nullptr;
         const Micros expires_at = idle_from(limit, scratch);
-        if (fresh && (action != Action::kConsume || expires_at <= now)) {
-            // A refund of a new key, or a consume that leaves it deciding like no state: its
-            // state is kept when a slot is free, and is never worth a refusal or an eviction.
+        if (fresh && (action == Action::kRefund || expires_at <= now)) {
+            // A refund of a new key, or a consume or charge that leaves it deciding like no
+            // state: its state is kept when a slot is free, and is never worth a refusal or an
+            // eviction. (A charge that counts takes a slot as a consume does; with no room for
+            // it, it is dropped below, as the work it counts is done and cannot be refused.)
             if (header.claimed == 0 && (header.count - header.used > 0) && claim_share(tenant, 1))
                 ++header.claimed;
             if (header.claimed == 0) {

@@ -60,6 +60,8 @@ Limit unchecked_limit(const PolicyRule& rule, const KeyOverrideRule* key_overrid
     Limit limit;
     limit.algorithm = rule.algorithm;
     limit.period = rule.period;
+    limit.window_start = rule.window_start;
+    limit.window_end = rule.window_end;
     limit.limit = multiplied_limit(base, multiplier);
     limit.burst = rule.burst ? multiplied_limit(*rule.burst, multiplier) : limit.limit;
     return limit;

@@ -58,4 +58,36 @@ Micros interval_length(const std::string& argument, std::int32_t months, std::in
     return total;
 }
 
+CalendarUnit calendar_unit(const std::string& argument, std::int32_t months, std::int32_t days,
+                           std::int64_t micros, bool zone_given) {
+    if (micros == 0 && months == 0 && days == 1 && zone_given)
+        return CalendarUnit::kDay;
+    if (micros == 0 && months == 0 && days == 7 && zone_given)
+        return CalendarUnit::kWeek;
+    if (micros == 0 && months == 1 && days == 0)
+        return CalendarUnit::kMonth;
+    if (months == 0 && !zone_given)
+        return CalendarUnit::kNone;
+    throw ArgumentError::invalid(
+        argument, zone_given
+                      ? "must be '1 day', '1 week' or '1 month' with p_time_zone (a calendar "
+                        "window from local midnight)"
+                      : "may use months only as '1 month' (the calendar month, in UTC "
+                        "unless p_time_zone is given)");
+}
+
+Micros nominal_calendar_window(CalendarUnit unit) noexcept {
+    switch (unit) {
+        case CalendarUnit::kNone:
+            break;
+        case CalendarUnit::kDay:
+            return kMicrosPerDay;
+        case CalendarUnit::kWeek:
+            return 7 * kMicrosPerDay;
+        case CalendarUnit::kMonth:
+            return 31 * kMicrosPerDay;
+    }
+    return 0;
+}
+
 }  // namespace ratelimit

@@ -7,6 +7,7 @@
 extern "C" {
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
+#include "utils/uuid.h"
 #include "utils/varlena.h"
 }
 
@@ -196,6 +197,23 @@ UserIdCaller user_id_caller() {
     return caller;
 }
 
+// ratelimit_router.jwt_caller(): the caller as the local functions resolve it, or NULL, for the
+// router to forward to the shard that owns the caller's keys.
+Datum jwt_caller_body(FunctionCallInfo fcinfo) {
+    const std::optional<Uuid> caller = jwt_caller();
+    if (!caller) {
+        fcinfo->isnull = true;
+        return static_cast<Datum>(0);
+    }
+    Datum result = 0;
+    call_postgres([&] {
+        auto* uuid = static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t)));
+        std::copy(caller->begin(), caller->end(), uuid->data);
+        result = UUIDPGetDatum(uuid);
+    });
+    return result;
+}
+
 void define_jwt_settings() {
     // Superuser only: a role that could change it could leave the JWT roles.
     DefineCustomStringVariable(
@@ -206,3 +224,5 @@ void define_jwt_settings() {
 }
 
 }  // namespace ratelimit::pg
+
+RATELIMIT_SQL_FUNCTION(ratelimit_router_jwt_caller, ratelimit::pg::jwt_caller_body)

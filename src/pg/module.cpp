@@ -8,6 +8,7 @@
 #include "pg/policy_counters.hpp"
 #include "pg/postgres.hpp"
 #include "pg/pre_request.hpp"
+#include "pg/reservations.hpp"
 
 extern "C" {
 PG_MODULE_MAGIC;
@@ -22,6 +23,7 @@ void _PG_init(void) {
     ratelimit::pg::define_memory_settings();
     ratelimit::pg::define_policy_settings();
     ratelimit::pg::define_pre_request_settings();
+    ratelimit::pg::define_reservation_settings();
     // The memory engine's shared memory can only be requested while the postmaster loads
     // shared_preload_libraries; loaded later, the library serves the table engines and the
     // memory engine answers every call with an error naming that setting.
@@ -29,6 +31,7 @@ void _PG_init(void) {
         ratelimit::pg::install_memory_engine();
         ratelimit::pg::install_leases();
         ratelimit::pg::install_policy_counters();
+        ratelimit::pg::install_reservations();
     }
 #if PG_VERSION_NUM >= 150000
     MarkGUCPrefixReserved("ratelimit");

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "pg/arguments.hpp"
+#include "pg/calendar_window.hpp"
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
 #include "pg/key_state_table.hpp"
 #include "pg/memory_engine.hpp"
+#include "pg/native_call.hpp"
 #include "pg/postgres.hpp"
 #include "pg/result_row.hpp"
 #include "pg/state_engines.hpp"
@@ -36,20 +38,43 @@ struct LimitCall {
     Limit limit;
     std::int64_t cost = 0;
     Engine engine = Engine::kTable;
+    // A calendar period: its window is set once now is read (calendar_window below).
+    CalendarUnit calendar = CalendarUnit::kNone;
+    pg_tz* zone = nullptr;
 };
 
 Engine read_engine(FunctionCallInfo fcinfo, int index) {
     return parse_engine("p_engine", name_argument(fcinfo, index, "p_engine"));
 }
 
-// Everything but the key (arguments 1 to 6, the same in consume and consume_many).
+// p_time_zone: the last argument of consume, peek, refund, allow, consume_many and peek_many.
+constexpr int kTimeZoneArgument = 7;
+
+ZoneCache* zone_cache(FunctionCallInfo fcinfo);
+
+// p_period, with a time zone given or not: a period without months and no time zone is
+// measured as before, and nothing else is looked at; a calendar period sets `calendar` and
+// stands for its usual length until its window is known.
+Micros period_argument(FunctionCallInfo fcinfo, int index, bool zone_given,
+                       CalendarUnit* calendar) {
+    if (PG_ARGISNULL(index) || (PG_GETARG_INTERVAL_P(index)->month == 0 && !zone_given))
+        return interval_argument(fcinfo, index, "p_period");
+    const Interval* span = PG_GETARG_INTERVAL_P(index);
+    *calendar = calendar_unit("p_period", span->month, span->day, span->time, zone_given);
+    return nominal_calendar_window(*calendar);
+}
+
+// Everything but the key (arguments 1 to 7, the same in consume and consume_many).
 LimitCall read_limit(FunctionCallInfo fcinfo) {
     LimitCall call;
     const std::int32_t limit = int32_argument(fcinfo, 1, "p_limit");
-    const Micros period = interval_argument(fcinfo, 2, "p_period");
+    const bool zone_given = PG_NARGS() > kTimeZoneArgument && !PG_ARGISNULL(kTimeZoneArgument);
+    const Micros period = period_argument(fcinfo, 2, zone_given, &call.calendar);
     call.cost = int32_argument(fcinfo, 3, "p_cost");
     const Algorithm algorithm =
         parse_algorithm("p_algorithm", name_argument(fcinfo, 4, "p_algorithm"));
+    if (call.calendar != CalendarUnit::kNone)
+        require_calendar_algorithm(algorithm);
     call.engine = read_engine(fcinfo, 5);
     std::optional<std::int64_t> burst;
     if (!PG_ARGISNULL(6))
@@ -58,7 +83,19 @@ LimitCall read_limit(FunctionCallInfo fcinfo) {
     require_valid_cost(call.limit, call.cost);
     if (call.engine == Engine::kMemory)
         require_memory_limit(call.limit);
+    if (zone_given)
+        call.zone =
+            find_time_zone("p_time_zone", name_argument(fcinfo, kTimeZoneArgument, "p_time_zone"),
+                           zone_cache(fcinfo));
+    else if (call.calendar != CalendarUnit::kNone)
+        call.zone = utc_zone();
     return call;
+}
+
+// Sets a calendar period's window, the one holding `now`; nothing for any other period.
+void calendar_window(LimitCall& call, Micros now) {
+    if (call.calendar != CalendarUnit::kNone)
+        set_calendar_window(call.limit, call.calendar, call.zone, now);
 }
 
 LimitCall read_limit_call(FunctionCallInfo fcinfo) {
@@ -75,9 +112,11 @@ Micros now_checked() {
 }
 
 // What a call site looks up once and keeps for the rest of its statement (in fn_extra): the
-// schema the function lives in, where the table engines' tables are.
+// schema the function lives in, where the table engines' tables are, and the last time zone
+// it was given.
 struct CallSite {
     Oid schema = InvalidOid;
+    ZoneCache zone;
 };
 
 // Called inside call_postgres().
@@ -96,6 +135,12 @@ Oid calling_schema(FunctionCallInfo fcinfo) {
     Oid schema = InvalidOid;
     call_postgres([&] { schema = call_site(fcinfo)->schema; });
     return schema;
+}
+
+ZoneCache* zone_cache(FunctionCallInfo fcinfo) {
+    ZoneCache* cache = nullptr;
+    call_postgres([&] { cache = &call_site(fcinfo)->zone; });
+    return cache;
 }
 
 constexpr int kDecisionColumns = 5;
@@ -150,6 +195,8 @@ const char* action_function(Action action) {
             return "ratelimit.peek()";
         case Action::kRefund:
             return "ratelimit.refund()";
+        case Action::kCharge:
+            return "ratelimit.settle()";
     }
     return "ratelimit";
 }
@@ -162,11 +209,12 @@ StateEngine& native_engine(FunctionCallInfo fcinfo, Engine engine, const char* f
 }
 
 Datum limit_call(FunctionCallInfo fcinfo, Action action) {
-    const LimitCall call = read_limit_call(fcinfo);
+    LimitCall call = read_limit_call(fcinfo);
     EngineStorage storage;
     StateEngine& engine = native_engine(fcinfo, call.engine, action_function(action), storage);
     const StateKey key{native_space(), call.key};
     const Micros now = now_checked();
+    calendar_window(call, now);
     return decision_datum(fcinfo, engine.decide(key, call.limit, now, call.cost, action));
 }
 
@@ -176,10 +224,11 @@ Datum consume_body(FunctionCallInfo fcinfo) {
 
 // ratelimit.allow(): consume's decision, as a boolean only.
 Datum allow_body(FunctionCallInfo fcinfo) {
-    const LimitCall call = read_limit_call(fcinfo);
+    LimitCall call = read_limit_call(fcinfo);
     EngineStorage storage;
     StateEngine& engine = native_engine(fcinfo, call.engine, "ratelimit.allow()", storage);
     const Micros now = now_checked();
+    calendar_window(call, now);
     return BoolGetDatum(engine
                             .decide(StateKey{native_space(), call.key}, call.limit, now, call.cost,
                                     Action::kConsume)
@@ -190,7 +239,7 @@ Datum allow_body(FunctionCallInfo fcinfo) {
 // (or peek) of that key alone would be; every key is checked before the first is decided.
 Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_name) {
     const std::vector<Datum> keys = key_array_argument(fcinfo, 0, "p_key");
-    const LimitCall call = read_limit(fcinfo);
+    LimitCall call = read_limit(fcinfo);
     std::vector<StateKey> state_keys;
     state_keys.reserve(keys.size());
     for (const Datum key : keys)
@@ -198,6 +247,7 @@ Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_nam
     EngineStorage storage;
     StateEngine& engine = native_engine(fcinfo, call.engine, function_name, storage);
     const Micros now = now_checked();
+    calendar_window(call, now);
     std::vector<Decision> decisions(keys.size());
     engine.decide_each(state_keys, call.limit, now, call.cost, action, decisions.data());
     return decision_array(fcinfo, decisions.data(), decisions.size());
@@ -227,15 +277,34 @@ Datum reset_body(FunctionCallInfo fcinfo) {
     return BoolGetDatum(engine.reset(StateKey{native_space(), key}));
 }
 
+struct BlockCall {
+    Datum key = 0;
+    Micros duration = 0;
+    Engine engine = Engine::kTable;
+};
+
+BlockCall read_block_call(FunctionCallInfo fcinfo) {
+    BlockCall call;
+    call.key = key_argument(fcinfo, 0, "p_key");
+    call.duration = interval_argument(fcinfo, 1, "p_duration");
+    call.engine = read_engine(fcinfo, 2);
+    return call;
+}
+
 Datum block_body(FunctionCallInfo fcinfo) {
-    const Datum key = key_argument(fcinfo, 0, "p_key");
-    const Micros duration = interval_argument(fcinfo, 1, "p_duration");
-    const Engine engine_kind = read_engine(fcinfo, 2);
+    const BlockCall call = read_block_call(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, engine_kind, "ratelimit.block()", storage);
-    const StateKey state_key{native_space(), key};
+    StateEngine& engine = native_engine(fcinfo, call.engine, "ratelimit.block()", storage);
+    const StateKey state_key{native_space(), call.key};
     const Micros now = now_checked();
-    return TimestampTzGetDatum(to_timestamptz(engine.block(state_key, now + duration, now)));
+    return TimestampTzGetDatum(to_timestamptz(engine.block(state_key, now + call.duration, now)));
+}
+
+// The router's check of block's arguments (ratelimit_router.block): read as block reads them,
+// nothing blocked, so that bad input is refused before a shard is asked.
+Datum block_arguments_body(FunctionCallInfo fcinfo) {
+    read_block_call(fcinfo);
+    return static_cast<Datum>(0);
 }
 
 // ---- consume_all: several limits decided as one --------------------------------------------
@@ -353,9 +422,13 @@ Datum consume_all_body(FunctionCallInfo fcinfo) {
 // ratelimit.validate_limit(): the checks consume makes on its settings, and nothing else.
 Datum validate_limit_body(FunctionCallInfo fcinfo) {
     const std::int32_t limit = int32_argument(fcinfo, 0, "p_limit");
-    const Micros period = interval_argument(fcinfo, 1, "p_period");
+    const bool zone_given = PG_NARGS() > 5 && !PG_ARGISNULL(5);
+    CalendarUnit calendar = CalendarUnit::kNone;
+    const Micros period = period_argument(fcinfo, 1, zone_given, &calendar);
     const Algorithm algorithm =
         parse_algorithm("p_algorithm", name_argument(fcinfo, 2, "p_algorithm"));
+    if (calendar != CalendarUnit::kNone)
+        require_calendar_algorithm(algorithm);
     const Engine engine = read_engine(fcinfo, 3);
     std::optional<std::int64_t> burst;
     if (!PG_ARGISNULL(4))
@@ -363,6 +436,8 @@ Datum validate_limit_body(FunctionCallInfo fcinfo) {
     const Limit checked = make_limit(algorithm, limit, period, burst);
     if (engine == Engine::kMemory)
         require_memory_limit(checked);
+    if (zone_given)
+        find_time_zone("p_time_zone", name_argument(fcinfo, 5, "p_time_zone"), zone_cache(fcinfo));
     PG_RETURN_VOID();
 }
 
@@ -387,6 +462,36 @@ Datum memory_stats_body(FunctionCallInfo fcinfo) {
 }
 
 }  // namespace
+
+// ---- the consume path for reservations (pg/native_call.hpp) ----
+
+Decision native_call(FunctionCallInfo fcinfo, Action action, const char* function_name,
+                     NativeCall* out) {
+    LimitCall call = read_limit_call(fcinfo);
+    EngineStorage storage;
+    StateEngine& engine = native_engine(fcinfo, call.engine, function_name, storage);
+    const StateKey key{native_space(), call.key};
+    const Micros now = now_checked();
+    calendar_window(call, now);
+    *out = NativeCall{call.key, call.limit, call.cost, call.engine, now};
+    return engine.decide(key, call.limit, now, call.cost, action);
+}
+
+Decision native_decide(FunctionCallInfo fcinfo, Engine engine_kind, Datum key, const Limit& limit,
+                       Micros now, std::int64_t cost, Action action, const char* function_name) {
+    EngineStorage storage;
+    StateEngine& engine = native_engine(fcinfo, engine_kind, function_name, storage);
+    return engine.decide(StateKey{native_space(), key}, limit, now, cost, action);
+}
+
+Micros native_now() {
+    return now_checked();
+}
+
+Datum native_decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
+    return decision_datum(fcinfo, decision);
+}
+
 }  // namespace ratelimit::pg
 
 RATELIMIT_SQL_FUNCTION(ratelimit_consume, ratelimit::pg::consume_body)
@@ -397,6 +502,7 @@ RATELIMIT_SQL_FUNCTION(ratelimit_peek_many, ratelimit::pg::peek_many_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_refund, ratelimit::pg::refund_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset, ratelimit::pg::reset_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block, ratelimit::pg::block_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_block_arguments, ratelimit::pg::block_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_consume_all, ratelimit::pg::consume_all_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_validate_limit, ratelimit::pg::validate_limit_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_memory_stats, ratelimit::pg::memory_stats_body)

@@ -4,6 +4,7 @@
 // plan and the answer, from the core (ratelimit/policy.hpp); the keys, decided as one through
 // the engines (state_engines.hpp), each policy's subjects in a namespace of their own.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,7 @@ extern "C" {
 
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"
+#include "catalog/namespace.h"
 #include "commands/sequence.h"
 #include "common/pg_prng.h"
 #include "common/sha2.h"
@@ -193,6 +195,9 @@ struct PolicyCall {
     std::string tier_name;
     Caller caller;
     ArgumentNames names;
+    // The call's copies of its calendar policies, with the window holding now set: the
+    // policies' rule points here instead of the cache.
+    std::vector<std::unique_ptr<PolicyRule>> calendar_rules;
 };
 
 // Reads and checks the arguments in the order the SQL layer always has: the arrays, their
@@ -252,6 +257,19 @@ PolicyCall read_policy_call(FunctionCallInfo fcinfo, const ArgumentNames& names,
         require_key(names.key(i), text_bytes(resolved.key).size());
         resolved.subject = resolved.rule->hash_key ? hashed_subject(resolved.key) : resolved.key;
         resolved.space = policies.values[i];
+    }
+    for (ResolvedPolicy& resolved : call.policies) {
+        const CalendarPolicy* calendar = catalog.calendar(resolved.rule->name);
+        if (calendar == nullptr)
+            continue;
+        auto rule = std::make_unique<PolicyRule>(*resolved.rule);
+        Limit window;
+        set_calendar_window(window, calendar->unit, calendar->zone, now);
+        rule->window_start = window.window_start;
+        rule->window_end = window.window_end;
+        rule->period = window.period;
+        resolved.rule = rule.get();
+        call.calendar_rules.push_back(std::move(rule));
     }
     call.requests.resize(count);
     for (int i = 0; i < count; ++i) {
@@ -444,24 +462,32 @@ Datum check_body(FunctionCallInfo fcinfo) {
 // check_many(): check(p_policy, subject, ...) for each subject in turn. Every subject is read
 // and planned (its key, its override, its lists, the limit it gets) before the first is
 // decided, so a refused argument charges nothing.
-Datum check_many_body(FunctionCallInfo fcinfo) {
-    const Oid schema = call_schema(fcinfo);
-    const Micros now = now_checked();
+void read_check_many(FunctionCallInfo fcinfo, Oid schema, Micros now,
+                     std::vector<PolicyCall>* calls, std::vector<PolicyPlan>* plans) {
     const TextList policy = text_list(fcinfo, 0, true, "p_policy");
     const std::vector<Datum> subjects = key_array_argument(fcinfo, 1, "p_subject");
     const PolicyCatalog& catalog = policy_catalog(schema);
     const std::size_t count = subjects.size();
-    std::vector<PolicyCall> calls(count);
-    std::vector<PolicyPlan> plans(count);
+    calls->resize(count);
+    plans->resize(count);
     for (std::size_t i = 0; i < count; ++i) {
         TextList subject;
         subject.values.push_back(subjects[i]);
         subject.nulls.push_back(false);
         const ArgumentNames names{"p_policy", element_name("p_subjects", static_cast<int>(i)),
                                   true};
-        calls[i] = read_policy_call(fcinfo, names, catalog, now, policy, subject);
-        plans[i] = plan_call(calls[i], now);
+        (*calls)[i] = read_policy_call(fcinfo, names, catalog, now, policy, subject);
+        (*plans)[i] = plan_call((*calls)[i], now);
     }
+}
+
+Datum check_many_body(FunctionCallInfo fcinfo) {
+    const Oid schema = call_schema(fcinfo);
+    const Micros now = now_checked();
+    std::vector<PolicyCall> calls;
+    std::vector<PolicyPlan> plans;
+    read_check_many(fcinfo, schema, now, &calls, &plans);
+    const std::size_t count = calls.size();
     Datum* elements = nullptr;
     call_postgres([&] { elements = static_cast<Datum*>(palloc(sizeof(Datum) * count)); });
     for (std::size_t i = 0; i < count; ++i) {
@@ -595,15 +621,56 @@ void add_http_items(const PolicyCatalog& catalog, const PolicyCall& call, const 
     }
 }
 
+// A random 0 to `jitter` µs, in whole milliseconds (0 when there is no jitter).
+std::int64_t jitter_ms(Micros jitter) {
+    if (jitter <= 0)
+        return 0;
+    std::uint64_t drawn = 0;
+    call_postgres([&] {
+        drawn = pg_prng_uint64_range(&pg_global_prng_state, 0,
+                                     static_cast<std::uint64_t>(jitter / 1000));
+    });
+    return static_cast<std::int64_t>(drawn);
+}
+
+// The view the headers are built from: each policy's reported wait plus a random 0 to its
+// reset_jitter (the IETF RateLimit fields' advice against clients all coming back at one
+// instant). Only what the headers report moves: the window and the decision stay exact, and a
+// client that waits longer than it must is still allowed.
+DecisionView jittered(const PolicyCatalog& catalog, DecisionView view) {
+    if (catalog.reset_jitters.empty())
+        return view;
+    if (view.policy) {
+        const std::int64_t extra = jitter_ms(catalog.reset_jitter(*view.policy));
+        std::optional<std::int64_t>& wait =
+            view.allowed.value_or(false) ? view.reset_after_ms : view.retry_after_ms;
+        if (wait)
+            *wait += extra;
+    }
+    for (PolicyItem& other : view.others)
+        other.wait_ms += jitter_ms(catalog.reset_jitter(other.name));
+    return view;
+}
+
 // check_http(): one round trip for an edge function: the decision, its status, headers and
 // 429 body, and the decision as an object. Decided as check_all decides, keeping the plan for
 // the fields of every policy.
+struct HttpFormats {
+    ResetFormat reset;
+    BodyShape body;
+};
+
+HttpFormats read_http_formats(FunctionCallInfo fcinfo) {
+    return HttpFormats{
+        parse_reset_format("p_reset_format", name_argument(fcinfo, 6, "p_reset_format")),
+        parse_body_shape("p_body_shape", name_argument(fcinfo, 7, "p_body_shape"))};
+}
+
 Datum check_http_body(FunctionCallInfo fcinfo) {
     // The formats are checked before anything is charged.
-    const ResetFormat format =
-        parse_reset_format("p_reset_format", name_argument(fcinfo, 6, "p_reset_format"));
-    const BodyShape shape =
-        parse_body_shape("p_body_shape", name_argument(fcinfo, 7, "p_body_shape"));
+    const HttpFormats formats = read_http_formats(fcinfo);
+    const ResetFormat format = formats.reset;
+    const BodyShape shape = formats.body;
     const Oid schema = call_schema(fcinfo);
     const Micros now = now_checked();
     const ArgumentNames names{"p_policies", "p_keys", false};
@@ -662,7 +729,7 @@ Datum check_http_body(FunctionCallInfo fcinfo) {
     members[1].number = answer.allowed ? 200 : 429;
     members[2].name = "headers";
     members[2].kind = JsonMember::Kind::kObject;
-    members[2].members = headers_members(view, format);
+    members[2].members = headers_members(jittered(catalog, view), format);
     members[3].name = "body";
     bool body_null = false;
     std::vector<JsonMember> body = body_members(view, shape, &body_null);
@@ -859,6 +926,59 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
     });
 }
 
+// ---- The router's checks (ratelimit_router, sql/router/policy_calls.sql) ----------------------
+// A policy call's arguments read and planned exactly as the call reads them, and nothing decided:
+// the router refuses bad input with the server's own message before it asks a shard (a shard's
+// error costs PL/Proxy its connection). They are declared in the router's schema, so they find
+// the policies in the schema ratelimit (the extension's, which is fixed), looked up once per
+// call site.
+
+Oid policies_schema(FunctionCallInfo fcinfo) {
+    Oid schema = InvalidOid;
+    call_postgres([&] {
+        FmgrInfo* flinfo = fcinfo->flinfo;
+        if (flinfo->fn_extra == nullptr) {
+            auto* cached = static_cast<Oid*>(MemoryContextAlloc(flinfo->fn_mcxt, sizeof(Oid)));
+            *cached = get_namespace_oid("ratelimit", false);
+            flinfo->fn_extra = cached;
+        }
+        schema = *static_cast<Oid*>(flinfo->fn_extra);
+    });
+    return schema;
+}
+
+void read_and_plan(FunctionCallInfo fcinfo, const ArgumentNames& names) {
+    const Oid schema = policies_schema(fcinfo);
+    const Micros now = now_checked();
+    const PolicyCatalog& catalog = policy_catalog(schema);
+    const TextList policies = text_list(fcinfo, 0, names.scalar, names.policies);
+    const TextList keys = text_list(fcinfo, 1, names.scalar, names.keys);
+    plan_call(read_policy_call(fcinfo, names, catalog, now, policies, keys), now);
+}
+
+Datum check_arguments_body(FunctionCallInfo fcinfo) {
+    read_and_plan(fcinfo, ArgumentNames{"p_policy", "p_key", true});
+    return static_cast<Datum>(0);
+}
+
+Datum check_all_arguments_body(FunctionCallInfo fcinfo) {
+    read_and_plan(fcinfo, ArgumentNames{"p_policies", "p_keys", false});
+    return static_cast<Datum>(0);
+}
+
+Datum check_http_arguments_body(FunctionCallInfo fcinfo) {
+    read_http_formats(fcinfo);
+    read_and_plan(fcinfo, ArgumentNames{"p_policies", "p_keys", false});
+    return static_cast<Datum>(0);
+}
+
+Datum check_many_arguments_body(FunctionCallInfo fcinfo) {
+    std::vector<PolicyCall> calls;
+    std::vector<PolicyPlan> plans;
+    read_check_many(fcinfo, policies_schema(fcinfo), now_checked(), &calls, &plans);
+    return static_cast<Datum>(0);
+}
+
 }  // namespace
 }  // namespace ratelimit::pg
 
@@ -869,3 +989,10 @@ RATELIMIT_SQL_FUNCTION(ratelimit_check_http, ratelimit::pg::check_http_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_decide_policies, ratelimit::pg::decide_policies_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset_policy_key, ratelimit::pg::reset_policy_key_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block_policy_key, ratelimit::pg::block_policy_key_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_check_arguments, ratelimit::pg::check_arguments_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_check_all_arguments,
+                       ratelimit::pg::check_all_arguments_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_check_http_arguments,
+                       ratelimit::pg::check_http_arguments_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_check_many_arguments,
+                       ratelimit::pg::check_many_arguments_body)

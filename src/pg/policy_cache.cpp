@@ -176,7 +176,19 @@ void load_policies(const RawRows& rows, PolicyCatalog* out) {
         rule.algorithm = parse_algorithm(argument.c_str(), text_string(v[1]));
         rule.limit = DatumGetInt32(v[2]);
         const Interval* period = DatumGetIntervalP(v[3]);
-        rule.period = interval_length(argument, period->month, period->day, period->time);
+        CalendarPolicy calendar;
+        if (period->month == 0 && n[11]) {
+            rule.period = interval_length(argument, period->month, period->day, period->time);
+        } else {
+            calendar.unit =
+                calendar_unit(argument, period->month, period->day, period->time, !n[11]);
+            ZoneCache cache{};
+            calendar.zone =
+                n[11] ? utc_zone() : find_time_zone(argument.c_str(), text_string(v[11]), &cache);
+            rule.period = nominal_calendar_window(calendar.unit);
+            if (rule.algorithm != Algorithm::kFixedWindow)
+                throw ArgumentError::invalid(argument, "a calendar period needs fixed_window");
+        }
         if (!n[4])
             rule.burst = DatumGetInt32(v[4]);
         rule.engine = parse_engine(argument.c_str(), text_string(v[5]));
@@ -186,6 +198,15 @@ void load_policies(const RawRows& rows, PolicyCatalog* out) {
         rule.log_denials = DatumGetBool(v[9]);
         if (!n[10])
             out->quota_units.emplace(rule.name, text_string(v[10]));
+        if (calendar.unit != CalendarUnit::kNone)
+            out->calendars.emplace(rule.name, calendar);
+        if (!n[12]) {
+            // Checked on write: 0 to 1 hour, no months.
+            const Interval* jitter = DatumGetIntervalP(v[12]);
+            const Micros length = jitter->day * kMicrosPerDay + jitter->time;
+            if (length > 0)
+                out->reset_jitters.emplace(rule.name, length);
+        }
         std::string name = rule.name;
         out->policies.emplace(std::move(name), std::move(rule));
     }
@@ -262,11 +283,19 @@ void load_access_list(const RawRows& rows, PolicyCatalog* out) {
     }
 }
 
-constexpr Column kPolicyColumns[] = {
-    {"name", TEXTOID},         {"algorithm", TEXTOID}, {"limit", INT4OID},
-    {"period", INTERVALOID},   {"burst", INT4OID},     {"engine", TEXTOID},
-    {"count_denied", BOOLOID}, {"shadow", BOOLOID},    {"hash_key", BOOLOID},
-    {"log_denials", BOOLOID},  {"quota_unit", TEXTOID}};
+constexpr Column kPolicyColumns[] = {{"name", TEXTOID},
+                                     {"algorithm", TEXTOID},
+                                     {"limit", INT4OID},
+                                     {"period", INTERVALOID},
+                                     {"burst", INT4OID},
+                                     {"engine", TEXTOID},
+                                     {"count_denied", BOOLOID},
+                                     {"shadow", BOOLOID},
+                                     {"hash_key", BOOLOID},
+                                     {"log_denials", BOOLOID},
+                                     {"quota_unit", TEXTOID},
+                                     {"time_zone", TEXTOID},
+                                     {"reset_jitter", INTERVALOID}};
 constexpr Column kTierColumns[] = {
     {"name", TEXTOID}, {"multiplier", NUMERICOID}, {"bypass", BOOLOID}};
 constexpr Column kOverrideColumns[] = {{"policy", TEXTOID}, {"key", TEXTOID},
@@ -364,6 +393,20 @@ const std::string* PolicyCatalog::quota_unit(std::string_view policy) const {
         return nullptr;
     const auto found = quota_units.find(lookup_buffer(policy));
     return found == quota_units.end() ? nullptr : &found->second;
+}
+
+const CalendarPolicy* PolicyCatalog::calendar(std::string_view policy) const {
+    if (calendars.empty())
+        return nullptr;
+    const auto found = calendars.find(lookup_buffer(policy));
+    return found == calendars.end() ? nullptr : &found->second;
+}
+
+Micros PolicyCatalog::reset_jitter(std::string_view policy) const {
+    if (reset_jitters.empty())
+        return 0;
+    const auto found = reset_jitters.find(lookup_buffer(policy));
+    return found == reset_jitters.end() ? 0 : found->second;
 }
 
 const PolicyCatalog& policy_catalog(Oid schema) {

@@ -23,10 +23,18 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pg/calendar_window.hpp"
 #include "pg/postgres.hpp"
 #include "ratelimit/policy.hpp"
 
 namespace ratelimit::pg {
+
+// A policy with a calendar period: its unit and the zone its midnights are in (the
+// time_zone column, or UTC), looked up when the row is read.
+struct CalendarPolicy {
+    CalendarUnit unit = CalendarUnit::kNone;
+    pg_tz* zone = nullptr;
+};
 
 struct PolicyCatalog {
     std::unordered_map<std::string, PolicyRule> policies;
@@ -36,6 +44,10 @@ struct PolicyCatalog {
     std::vector<AccessEntry> access_list;
     // A policy's quota unit (the quota_unit column), for the policies that have one.
     std::unordered_map<std::string, std::string> quota_units;
+    // The policies with a calendar period.
+    std::unordered_map<std::string, CalendarPolicy> calendars;
+    // A policy's reset_jitter, for the policies that have one above 0.
+    std::unordered_map<std::string, Micros> reset_jitters;
     // The key of the pk parameter's hash; empty when the table has no row.
     std::string partition_secret;
 
@@ -43,6 +55,8 @@ struct PolicyCatalog {
     const TierRule* tier(std::string_view name) const;
     const KeyOverrideRule* key_override(std::string_view policy, std::string_view key) const;
     const std::string* quota_unit(std::string_view policy) const;
+    const CalendarPolicy* calendar(std::string_view policy) const;
+    Micros reset_jitter(std::string_view policy) const;  // 0: none
 };
 
 // The committed rows of the policy tables in `schema` (see the rules above).

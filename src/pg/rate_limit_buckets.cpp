@@ -307,18 +307,37 @@ Datum int_datum(std::int64_t value) {
 
 // check_rate_limit(p_key, p_limit, p_window_seconds, p_cost DEFAULT 1)
 //   RETURNS TABLE(allowed boolean, current_count integer, retry_after integer)
-Datum check_rate_limit_buckets(FunctionCallInfo fcinfo) {
+struct KeyCall {
+    std::vector<KeyLimit> keys;
+    std::int32_t cost = 0;
+};
+
+KeyCall read_key_call(FunctionCallInfo fcinfo) {
     Datum key = key_argument(fcinfo, 0, "p_key");
     std::int32_t limit = int32_argument(fcinfo, 1, "p_limit");
     std::int32_t window_seconds = int32_argument(fcinfo, 2, "p_window_seconds");
-    std::int32_t cost = int32_argument(fcinfo, 3, "p_cost");
-    std::vector<KeyLimit> keys{
-        key_limit(key, limit, window_seconds, "p_limit", "p_window_seconds")};
-    require_positive("p_cost", cost);
-    if (cost > limit) {
+    KeyCall call;
+    call.cost = int32_argument(fcinfo, 3, "p_cost");
+    call.keys.push_back(key_limit(key, limit, window_seconds, "p_limit", "p_window_seconds"));
+    require_positive("p_cost", call.cost);
+    if (call.cost > limit) {
         throw ArgumentError::invalid("p_cost", "must not exceed p_limit (" + std::to_string(limit) +
-                                                   "), got " + std::to_string(cost));
+                                                   "), got " + std::to_string(call.cost));
     }
+    return call;
+}
+
+// The router's check of this call's arguments (ratelimit_router.check_rate_limit): read as the
+// call reads them, nothing counted, so that bad input is refused before a shard is asked.
+Datum check_rate_limit_arguments(FunctionCallInfo fcinfo) {
+    read_key_call(fcinfo);
+    return static_cast<Datum>(0);
+}
+
+Datum check_rate_limit_buckets(FunctionCallInfo fcinfo) {
+    KeyCall call = read_key_call(fcinfo);
+    std::vector<KeyLimit>& keys = call.keys;
+    const std::int32_t cost = call.cost;
     KeysDecision decision = decide_keys(fcinfo, keys, cost, "check_rate_limit");
     const BucketDecision& d = decision.per_key[0];
     Datum values[] = {BoolGetDatum(d.allowed), int_datum(d.current), int_datum(d.retry_after_s)};
@@ -396,3 +415,5 @@ Datum check_rate_limit_tiers(FunctionCallInfo fcinfo) {
 
 RATELIMIT_SQL_FUNCTION(rl_check_rate_limit_buckets, ratelimit::pg::check_rate_limit_buckets)
 RATELIMIT_SQL_FUNCTION(rl_check_rate_limit_tiers, ratelimit::pg::check_rate_limit_tiers)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_check_rate_limit_arguments,
+                       ratelimit::pg::check_rate_limit_arguments)

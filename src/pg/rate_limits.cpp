@@ -60,8 +60,16 @@ void require_own_quota(const pg_uuid_t* user_id) {
     require_may_act_on("p_user_id", user_id_caller(), target);
 }
 
-// increment_rate_limit(...) RETURNS jsonb {allowed, current, limit, retryAfter}.
-Datum increment_rate_limit(FunctionCallInfo fcinfo) {
+struct IncrementCall {
+    Datum user_id;
+    Datum endpoint;
+    std::int32_t increment;
+    AlignedWindow window;
+};
+
+// The arguments, checked, the window (from the policy endpoint.<p_endpoint> when there is
+// one) and the caller rule, before anything is written.
+IncrementCall read_increment_call(FunctionCallInfo fcinfo) {
     Datum user_id = uuid_argument(fcinfo, 0, "p_user_id");
     Datum endpoint = key_argument(fcinfo, 1, "p_endpoint");
     std::int32_t limit = int32_argument(fcinfo, 2, "p_limit");
@@ -72,8 +80,24 @@ Datum increment_rate_limit(FunctionCallInfo fcinfo) {
     require_positive("p_increment", increment);
     DropInLimit chosen =
         drop_in_limit_for(kArgumentNames, "endpoint.", endpoint, limit, window_seconds);
-    AlignedWindow window(chosen.limit, chosen.length);
     require_own_quota(DatumGetUUIDP(user_id));
+    return IncrementCall{user_id, endpoint, increment, AlignedWindow(chosen.limit, chosen.length)};
+}
+
+// The router's check (ratelimit_router.increment_rate_limit): the arguments and the caller rule
+// as the call applies them, nothing counted, so that the router refuses what the shard would.
+Datum increment_rate_limit_arguments(FunctionCallInfo fcinfo) {
+    read_increment_call(fcinfo);
+    return static_cast<Datum>(0);
+}
+
+// increment_rate_limit(...) RETURNS jsonb {allowed, current, limit, retryAfter}.
+Datum increment_rate_limit(FunctionCallInfo fcinfo) {
+    const IncrementCall call = read_increment_call(fcinfo);
+    const Datum user_id = call.user_id;
+    const Datum endpoint = call.endpoint;
+    const std::int32_t increment = call.increment;
+    const AlignedWindow& window = call.window;
 
     Micros now = clock_now();
     std::int64_t counter = 0;
@@ -131,3 +155,5 @@ Datum increment_rate_limit(FunctionCallInfo fcinfo) {
 }  // namespace ratelimit::pg
 
 RATELIMIT_SQL_FUNCTION(rl_increment_rate_limit, ratelimit::pg::increment_rate_limit)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_increment_rate_limit_arguments,
+                       ratelimit::pg::increment_rate_limit_arguments)

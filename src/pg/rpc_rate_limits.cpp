@@ -111,9 +111,14 @@ Datum check_rate_limit(FunctionCallInfo fcinfo) {
     return BoolGetDatum(record_call(fcinfo, UUIDPGetDatum(&user_id), args));
 }
 
-// check_rate_limit_for_user(p_user_id, p_rpc_name, p_max_calls, p_window_minutes). Meant for
-// trusted roles; should a JWT role be granted it, it may only name its own id (the JWT sub).
-Datum check_rate_limit_for_user(FunctionCallInfo fcinfo) {
+struct ForUserCall {
+    Datum user_id;
+    CallArguments args;
+};
+
+// check_rate_limit_for_user's arguments, checked, and its caller rule: meant for trusted roles;
+// should a JWT role be granted it, it may only name its own id (the JWT sub).
+ForUserCall read_for_user_call(FunctionCallInfo fcinfo) {
     Datum user_id = uuid_argument(fcinfo, 0, "p_user_id");
     CallArguments args = read_call_arguments(fcinfo, 1);
     if (in_jwt_role()) {
@@ -122,7 +127,27 @@ Datum check_rate_limit_for_user(FunctionCallInfo fcinfo) {
                   target.begin());
         require_may_act_on("p_user_id", UserIdCaller{true, jwt_caller()}, target);
     }
-    return BoolGetDatum(record_call(fcinfo, user_id, args));
+    return ForUserCall{user_id, args};
+}
+
+// check_rate_limit_for_user(p_user_id, p_rpc_name, p_max_calls, p_window_minutes).
+Datum check_rate_limit_for_user(FunctionCallInfo fcinfo) {
+    const ForUserCall call = read_for_user_call(fcinfo);
+    return BoolGetDatum(record_call(fcinfo, call.user_id, call.args));
+}
+
+// The router's checks (ratelimit_router.check_rate_limit and check_rate_limit_for_user): the
+// arguments and the caller rule as the calls apply them, nothing counted, so that the router
+// refuses what the shard would.
+Datum check_rate_limit_arguments(FunctionCallInfo fcinfo) {
+    read_call_arguments(fcinfo, 0);
+    jwt_caller();  // a malformed identity is refused as the call refuses it
+    return static_cast<Datum>(0);
+}
+
+Datum check_rate_limit_for_user_arguments(FunctionCallInfo fcinfo) {
+    read_for_user_call(fcinfo);
+    return static_cast<Datum>(0);
 }
 
 }  // namespace
@@ -131,3 +156,7 @@ Datum check_rate_limit_for_user(FunctionCallInfo fcinfo) {
 
 RATELIMIT_SQL_FUNCTION(rl_check_rate_limit, ratelimit::pg::check_rate_limit)
 RATELIMIT_SQL_FUNCTION(rl_check_rate_limit_for_user, ratelimit::pg::check_rate_limit_for_user)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_rpc_limit_arguments,
+                       ratelimit::pg::check_rate_limit_arguments)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_rpc_limit_for_user_arguments,
+                       ratelimit::pg::check_rate_limit_for_user_arguments)

@@ -26,7 +26,7 @@ SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(2862);
+SELECT plan(3333);
 
 CREATE SCHEMA hostile;
 
@@ -135,11 +135,12 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 6, 'p_bursts', 'ARRAY[NULL, NULL]::integer[]', true),
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 7, 'p_enforced', 'ARRAY[true, true]', true),
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'ratelimit.consume_all', 8, 'p_cost', '1', false),
-    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 1, 'p_limit', '3', false),
-    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 2, 'p_period', '''10 seconds''::interval', false),
-    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 3, 'p_algorithm', '''fixed_window''', false),
-    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 4, 'p_engine', '''table''', false),
-    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'ratelimit.validate_limit', 5, 'p_burst', 'NULL', true),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer,text)', 'ratelimit.validate_limit', 1, 'p_limit', '3', false),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer,text)', 'ratelimit.validate_limit', 2, 'p_period', '''10 seconds''::interval', false),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer,text)', 'ratelimit.validate_limit', 3, 'p_algorithm', '''fixed_window''', false),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer,text)', 'ratelimit.validate_limit', 4, 'p_engine', '''table''', false),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer,text)', 'ratelimit.validate_limit', 5, 'p_burst', 'NULL', true),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer,text)', 'ratelimit.validate_limit', 6, 'p_time_zone', 'NULL', true),
     ('ratelimit.hash_subject(text)', 'ratelimit.hash_subject', 1, 'p_value', '''x''', true),
     ('ratelimit.describe_period(interval)', 'ratelimit.describe_period', 1, 'p_period', '''1 minute''::interval', true),
     ('ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.check', 1, 'p_policy', '''activity.create_post''', false),
@@ -192,29 +193,40 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.acquire(text,integer,integer,text,interval)', 'ratelimit.acquire', 4, 'p_scope', '''transaction''', false),
     ('ratelimit.acquire(text,integer,integer,text,interval)', 'ratelimit.acquire', 5, 'p_max_hold', 'NULL', true),
     ('ratelimit.release(bigint)', 'ratelimit.release', 1, 'p_lease', '1', false),
-    ('ratelimit.in_flight(text)', 'ratelimit.in_flight', 1, 'p_key', quote_literal(r.memory_key), false)
+    ('ratelimit.in_flight(text)', 'ratelimit.in_flight', 1, 'p_key', quote_literal(r.memory_key), false),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'ratelimit.reserve', 1, 'p_key', quote_literal(r.memory_key), false),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'ratelimit.reserve', 2, 'p_limit', '3', false),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'ratelimit.reserve', 3, 'p_period', '''10 seconds''::interval', false),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'ratelimit.reserve', 4, 'p_estimate', '1', false),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'ratelimit.reserve', 5, 'p_algorithm', '''fixed_window''', false),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'ratelimit.reserve', 6, 'p_engine', '''memory''', false),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'ratelimit.reserve', 7, 'p_burst', 'NULL', true),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'ratelimit.reserve', 8, 'p_hold', '''1 minute''::interval', false),
+    ('ratelimit.settle(bigint,integer)', 'ratelimit.settle', 1, 'p_reservation', '1', false),
+    ('ratelimit.settle(bigint,integer)', 'ratelimit.settle', 2, 'p_actual', '1', false),
+    ('ratelimit.cancel(bigint)', 'ratelimit.cancel', 1, 'p_reservation', '1', false)
 ) AS v(function, call_name, position, name, valid, nullable);
 
 -- consume, peek, refund and allow share their arguments; the bad calls run on the memory engine
 -- (the table engines' bad calls are in native_api_errors.sql).
 INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable)
-SELECT format('ratelimit.%s(text,integer,interval,integer,text,text,integer)', f)::regprocedure, 'ratelimit.' || f,
+SELECT format('ratelimit.%s(text,integer,interval,integer,text,text,integer,text)', f)::regprocedure, 'ratelimit.' || f,
        a.position, a.name, a.valid, a.nullable
 FROM hostile.run AS r, unnest(ARRAY['consume', 'peek', 'refund', 'allow']) AS f,
      LATERAL (VALUES (1, 'p_key', quote_literal(r.memory_key), false), (2, 'p_limit', '3', false),
                      (3, 'p_period', '''10 seconds''::interval', false), (4, 'p_cost', '1', false),
                      (5, 'p_algorithm', '''fixed_window''', false), (6, 'p_engine', '''memory''', false),
-                     (7, 'p_burst', 'NULL', true)) AS a(position, name, valid, nullable);
+                     (7, 'p_burst', 'NULL', true), (8, 'p_time_zone', 'NULL', true)) AS a(position, name, valid, nullable);
 
 -- consume_many and peek_many: the same, with an array of keys.
 INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable)
-SELECT format('ratelimit.%s(text[],integer,interval,integer,text,text,integer)', f)::regprocedure, 'ratelimit.' || f,
+SELECT format('ratelimit.%s(text[],integer,interval,integer,text,text,integer,text)', f)::regprocedure, 'ratelimit.' || f,
        a.position, a.name, a.valid, a.nullable
 FROM hostile.run AS r, unnest(ARRAY['consume_many', 'peek_many']) AS f,
      LATERAL (VALUES (1, 'p_keys', format('ARRAY[''hostile:k'', %L]', r.memory_key), false), (2, 'p_limit', '3', false),
                      (3, 'p_period', '''10 seconds''::interval', false), (4, 'p_cost', '1', false),
                      (5, 'p_algorithm', '''fixed_window''', false), (6, 'p_engine', '''memory''', false),
-                     (7, 'p_burst', 'NULL', true)) AS a(position, name, valid, nullable);
+                     (7, 'p_burst', 'NULL', true), (8, 'p_time_zone', 'NULL', true)) AS a(position, name, valid, nullable);
 
 INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable) VALUES
     ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 1, 'p_policy', '''activity.create_post''', false),
@@ -295,8 +307,8 @@ FROM (VALUES (1, 'ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p
              (3, 'ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_policies', 'ARRAY[NULL]::text[]', 1),
              (4, 'ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[NULL]::text[]', 1),
              (5, 'ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[NULL]::text[]', 1),
-             (6, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[''hostile:k'', NULL]', 2),
-             (7, 'ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[NULL]::text[]', 1),
+             (6, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer,text)', 'p_keys', 'ARRAY[''hostile:k'', NULL]', 2),
+             (7, 'ratelimit.peek_many(text[],integer,interval,integer,text,text,integer,text)', 'p_keys', 'ARRAY[NULL]::text[]', 1),
              (8, 'ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_subjects', 'ARRAY[''hostile-subject'', ''hostile-subject-2'', NULL]', 3))
      AS v(n, f, name, value, element)
 ORDER BY v.n;
@@ -312,9 +324,9 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('public.check_rate_limit(text,integer,integer,integer)', 'p_key', '%s', 'p_key'),
     ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_ip', '%s', 'p_ip'),
     ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_email', '%s', 'p_email'),
-    ('ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
-    ('ratelimit.peek(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
-    ('ratelimit.refund(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.peek(text,integer,interval,integer,text,text,integer,text)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.refund(text,integer,interval,integer,text,text,integer,text)', 'p_key', '%s', 'p_key'),
     ('ratelimit.reset(text,text)', 'p_key', '%s', 'p_key'),
     ('ratelimit.block(text,interval,text)', 'p_key', '%s', 'p_key'),
     ('ratelimit.reset_policy_key(text,text)', 'p_key', '%s', 'p_key'),
@@ -325,12 +337,13 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.check_all(text[],text[],integer,text,inet,uuid)', 'p_keys', 'ARRAY[''hostile-subject'', %s]', 'p_keys[2]'),
     ('ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]'),
     ('ratelimit.decide_policies(text[],text[],integer,text,inet,uuid,text,text)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]'),
-    ('ratelimit.allow(text,integer,interval,integer,text,text,integer)', 'p_key', '%s', 'p_key'),
-    ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[''hostile:k'', %s]', 'p_keys[2]'),
-    ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]'),
+    ('ratelimit.allow(text,integer,interval,integer,text,text,integer,text)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer,text)', 'p_keys', 'ARRAY[''hostile:k'', %s]', 'p_keys[2]'),
+    ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer,text)', 'p_keys', 'ARRAY[%s]', 'p_keys[1]'),
     ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_subjects', 'ARRAY[''hostile-subject'', %s]', 'p_subjects[2]'),
     ('ratelimit.acquire(text,integer,integer,text,interval)', 'p_key', '%s', 'p_key'),
-    ('ratelimit.in_flight(text)', 'p_key', '%s', 'p_key')
+    ('ratelimit.in_flight(text)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_key', '%s', 'p_key')
 ) AS v(f, name, template, label);
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
@@ -388,8 +401,8 @@ ORDER BY v.n;
 CREATE TABLE hostile.integer_arguments (n serial, function regprocedure, name text, zero_ok boolean, max_ok boolean);
 INSERT INTO hostile.integer_arguments (function, name, zero_ok, max_ok)
 SELECT a.function, a.name,
-       a.name = 'p_cost' AND a.function::text LIKE 'ratelimit.%',
-       a.name IN ('p_max_calls', 'p_limit', 'p_increment', 'p_global_limit', 'p_ip_limit', 'p_email_limit')
+       a.name IN ('p_cost', 'p_estimate', 'p_actual') AND a.function::text LIKE 'ratelimit.%',
+       a.name IN ('p_max_calls', 'p_limit', 'p_increment', 'p_global_limit', 'p_ip_limit', 'p_email_limit', 'p_actual')
 FROM hostile.arguments a
 WHERE a.function::text NOT LIKE '%describe_period%'
   AND (SELECT t.typname FROM pg_proc p, pg_type t
@@ -454,16 +467,16 @@ FROM (VALUES
      'p_bursts[2] is too large: %', 'token_bucket burst INT_MAX for 3 per 10 seconds'),
     (7, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
      '{"p_cost": "4"}', '22023', 'p_cost exceeds p_limit (3), so it could never be allowed (for p_keys[1])', 'a cost above the limits'),
-    (8, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)',
+    (8, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text)',
      '{"p_algorithm": "''gcra''", "p_burst": "-2147483648"}', '22023', 'p_burst must be greater than zero, got -2147483648', 'gcra burst INT_MIN'),
-    (9, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)',
+    (9, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text)',
      '{"p_algorithm": "''token_bucket''", "p_burst": "2147483647"}', '22023', 'p_burst is too large: %', 'token_bucket burst INT_MAX'),
-    (10, 'ratelimit.validate_limit(integer,interval,text,text,integer)',
+    (10, 'ratelimit.validate_limit(integer,interval,text,text,integer,text)',
      '{"p_algorithm": "''gcra''", "p_burst": "0"}', '22023', 'p_burst must be greater than zero, got 0', 'gcra burst 0'),
-    (11, 'ratelimit.validate_limit(integer,interval,text,text,integer)',
+    (11, 'ratelimit.validate_limit(integer,interval,text,text,integer,text)',
      '{"p_algorithm": "''sliding_window''", "p_engine": "''memory''", "p_limit": "0"}', '22023',
      'p_limit must be greater than zero, got 0', 'sliding_window 0 on the memory engine'),
-    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)',
+    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text)',
      '{"p_algorithm": "''sliding_window''", "p_limit": "2147483647", "p_cost": "-1"}', '22023',
      'p_cost must not be negative', 'a negative cost on sliding_window INT_MAX on the memory engine'),
     (13, 'ratelimit.acquire(text,integer,integer,text,interval)', '{"p_cost": "0"}', '22023',
@@ -477,26 +490,55 @@ FROM (VALUES
     (17, 'ratelimit.release(bigint)', '{"p_lease": "-9223372036854775808"}', '22023',
      'p_lease is not a lease held now (-9223372036854775808): %', 'lease INT64_MIN'),
     (18, 'ratelimit.release(bigint)', '{"p_lease": "''9223372036854775808''"}', '22003',
-     'value "9223372036854775808" is out of range for type bigint', 'lease 2^63')
+     'value "9223372036854775808" is out of range for type bigint', 'lease 2^63'),
+    (19, 'ratelimit.settle(bigint,integer)', '{"p_reservation": "12345"}', '22023',
+     'p_reservation is not an open reservation (12345): %', 'an identifier that was never a reservation'),
+    (20, 'ratelimit.settle(bigint,integer)', '{"p_reservation": "0"}', '22023',
+     'p_reservation is not an open reservation (0): %', 'reservation 0'),
+    (21, 'ratelimit.settle(bigint,integer)', '{"p_reservation": "-9223372036854775808"}', '22023',
+     'p_reservation is not an open reservation (-9223372036854775808): %', 'reservation INT64_MIN'),
+    (22, 'ratelimit.settle(bigint,integer)', '{"p_reservation": "''9223372036854775808''"}', '22003',
+     'value "9223372036854775808" is out of range for type bigint', 'reservation 2^63'),
+    (23, 'ratelimit.cancel(bigint)', '{"p_reservation": "9223372036854775807"}', '22023',
+     'p_reservation is not an open reservation (9223372036854775807): %', 'reservation INT64_MAX'),
+    (24, 'ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', '{"p_hold": "''25 hours''::interval"}',
+     '22023', 'p_hold must be at most 1 day', 'a hold over a day'),
+    (25, 'ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', '{"p_estimate": "4"}',
+     '22023', 'p_estimate exceeds p_limit (3), so it could never be allowed', 'an estimate above the limit'),
+    (26, 'ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)',
+     '{"p_algorithm": "''gcra''", "p_burst": "2", "p_estimate": "3"}', '22023',
+     'p_estimate exceeds p_burst (2), so it could never be allowed', 'an estimate above the burst')
 ) AS v(n, f, changes, sqlstate, message, why)
 ORDER BY v.n;
 
 -- 4. Intervals: negative, zero, months and years, past 365 days, below a millisecond, and
 -- literals PostgreSQL refuses itself (infinity does not exist for intervals in PostgreSQL 15).
+
+-- The intervals that may be a calendar period ('1 month' without p_time_zone): p_period of the
+-- calls that take p_time_zone, and of reserve, which reads its limit as consume does.
+CREATE FUNCTION hostile.calendar_period(p_function regprocedure, p_name text) RETURNS boolean
+LANGUAGE sql
+AS $$SELECT p_name = 'p_period'
+            AND EXISTS (SELECT 1 FROM hostile.arguments a
+                        WHERE a.function = p_function
+                          AND (a.name = 'p_time_zone' OR a.call_name = 'ratelimit.reserve'))$$;
+
 CREATE TABLE hostile.interval_arguments (n serial, function regprocedure, name text, template text, label text);
 INSERT INTO hostile.interval_arguments (function, name, template, label) VALUES
-    ('ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
-    ('ratelimit.peek(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
-    ('ratelimit.refund(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.peek(text,integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.refund(text,integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.block(text,interval,text)', 'p_duration', '%s::interval', 'p_duration'),
     ('ratelimit.block_policy_key(text,text,interval)', 'p_duration', '%s::interval', 'p_duration'),
     ('ratelimit.acquire(text,integer,integer,text,interval)', 'p_max_hold', '%s::interval', 'p_max_hold'),
-    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.validate_limit(integer,interval,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_periods',
      'ARRAY[''10 seconds''::interval, %s::interval]', 'p_periods[2]'),
-    ('ratelimit.allow(text,integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
-    ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period'),
-    ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_period', '%s::interval', 'p_period');
+    ('ratelimit.allow(text,integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_hold', '%s::interval', 'p_hold');
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, format(i.template, quote_literal(v.value)))),
@@ -507,6 +549,11 @@ FROM hostile.interval_arguments i,
              (3, '1 month', '22023', '%s must not use months or years, whose length varies (use days)'),
              (4, '1000 years', '22023', '%s must not use months or years, whose length varies (use days)'),
              (5, 'P1Y2M', '22023', '%s must not use months or years, whose length varies (use days)'),
+             -- The calls that take p_time_zone: '1 month' is the UTC calendar month, no error.
+             (103, '1000 years', '22023', '%s may use months only as ''1 month'' (the calendar month, in UTC unless p_time_zone is given)'),
+             (104, 'P1Y2M', '22023', '%s may use months only as ''1 month'' (the calendar month, in UTC unless p_time_zone is given)'),
+             (105, '2 months', '22023', '%s may use months only as ''1 month'' (the calendar month, in UTC unless p_time_zone is given)'),
+             (106, '1 month 1 day', '22023', '%s may use months only as ''1 month'' (the calendar month, in UTC unless p_time_zone is given)'),
              (6, '366 days', '22023', '%s must be at most 365 days'),
              (7, '2147483647 days 2562047788:00:54.775807', '22023', '%s must be at most 365 days'),
              (8, '-2147483648 days', '22023', '%s must be at most 365 days'),
@@ -516,6 +563,9 @@ FROM hostile.interval_arguments i,
              (12, '9999999999999 hours', '22015', 'interval field value out of range: "9999999999999 hours"'),
              (13, '1 fortnight', '22007', 'invalid input syntax for type interval: "1 fortnight"'))
      AS v(n, value, sqlstate, message)
+WHERE CASE WHEN v.n BETWEEN 3 AND 5 THEN NOT hostile.calendar_period(i.function, i.name)
+           WHEN v.n >= 100 THEN hostile.calendar_period(i.function, i.name)
+           ELSE true END
 ORDER BY i.n, v.n;
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
@@ -542,22 +592,22 @@ ORDER BY v.n;
 -- it), not UTF-8.
 CREATE TABLE hostile.name_arguments (n serial, function regprocedure, name text, template text, message text);
 INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
-    ('ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'p_algorithm', '%s',
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
-    ('ratelimit.peek(text,integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+    ('ratelimit.peek(text,integer,interval,integer,text,text,integer,text)', 'p_algorithm', '%s',
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
-    ('ratelimit.refund(text,integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+    ('ratelimit.refund(text,integer,interval,integer,text,text,integer,text)', 'p_algorithm', '%s',
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
-    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'p_algorithm', '%s',
+    ('ratelimit.validate_limit(integer,interval,text,text,integer,text)', 'p_algorithm', '%s',
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_algorithms',
      'ARRAY[''fixed_window'', %s]',
      'p_algorithms[2] must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
-    ('ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'p_engine', '%s',
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'p_engine', '%s',
      'p_engine must be one of table, unlogged, memory (got "%s")'),
     ('ratelimit.reset(text,text)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
     ('ratelimit.block(text,interval,text)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
-    ('ratelimit.validate_limit(integer,interval,text,text,integer)', 'p_engine', '%s',
+    ('ratelimit.validate_limit(integer,interval,text,text,integer,text)', 'p_engine', '%s',
      'p_engine must be one of table, unlogged, memory (got "%s")'),
     ('ratelimit.cleanup_key_state(text)', 'p_engine', '%s', 'p_engine must be one of table, unlogged (got "%s")'),
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_engines',
@@ -583,14 +633,18 @@ INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
     ('ratelimit.load_preset(text,boolean)', 'p_preset', '%s', 'p_preset: unknown preset "%s"'),
     ('ratelimit.reset_policy_key(text,text)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
     ('ratelimit.block_policy_key(text,text,interval)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
-    ('ratelimit.allow(text,integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+    ('ratelimit.allow(text,integer,interval,integer,text,text,integer,text)', 'p_algorithm', '%s',
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
-    ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', 'p_algorithm', '%s',
+    ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer,text)', 'p_algorithm', '%s',
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
-    ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
+    ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer,text)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
     ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
     ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_tier', '%s', 'p_tier: unknown tier "%s"'),
-    ('ratelimit.acquire(text,integer,integer,text,interval)', 'p_scope', '%s', 'p_scope must be transaction or session (got "%s")');
+    ('ratelimit.acquire(text,integer,integer,text,interval)', 'p_scope', '%s', 'p_scope must be transaction or session (got "%s")'),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_algorithm', '%s',
+     'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_engine', '%s',
+     'p_engine must be one of table, unlogged, memory (got "%s")');
 
 -- For each name: something unknown, its known value in capitals, the known value padded, SQL.
 CREATE TABLE hostile.known_names (name text PRIMARY KEY, unknown text, known text);
@@ -622,6 +676,43 @@ FROM hostile.name_arguments a,
              (3, 'convert_from(''\xff''::bytea, ''UTF8'')', '22021', NULL,
               'invalid byte sequence for encoding "UTF8": 0xff', 'not UTF-8')) AS v(n, value, sqlstate, quoted, message, label)
 ORDER BY a.n, v.n;
+
+-- Time zones (p_time_zone): unknown, padded, SQL, 1 MB long, not UTF-8, and the calendar
+-- periods they allow only with fixed_window.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT a.function, hostile.call(a.function, v.changes::jsonb), v.sqlstate, v.message, v.why
+FROM hostile.arguments a,
+     (VALUES (1, '{"p_period": "''1 day''::interval", "p_time_zone": "''Mars/Olympus_Mons''"}', '22023',
+              'p_time_zone must name a time zone PostgreSQL knows, such as Europe/Berlin or UTC (got "Mars/Olympus_Mons")',
+              'an unknown time zone'),
+             (2, '{"p_period": "''1 day''::interval", "p_time_zone": "''''"}', '22023',
+              'p_time_zone must name a time zone PostgreSQL knows, such as Europe/Berlin or UTC (got "")',
+              'an empty time zone'),
+             (3, '{"p_period": "''1 day''::interval", "p_time_zone": "'' UTC ''"}', '22023',
+              'p_time_zone must name a time zone PostgreSQL knows, such as Europe/Berlin or UTC (got " UTC ")',
+              'a time zone padded with spaces'),
+             (4, '{"p_period": "''1 day''::interval", "p_time_zone": "''UTC''''; DROP TABLE ratelimit.policies; --''"}', '22023',
+              'p_time_zone must name a time zone PostgreSQL knows, such as Europe/Berlin or UTC (got "UTC''; DROP TABLE ratelimit.policies; --")',
+              'a time zone followed by SQL'),
+             (5, '{"p_period": "''1 day''::interval", "p_time_zone": "repeat(''x'', 1048576)"}', '22023',
+              'p_time_zone must name a time zone PostgreSQL knows, such as Europe/Berlin or UTC (got "' || repeat('x', 64) || '")',
+              '1 MB of x as a time zone (the message quotes 64 bytes)'),
+             (6, '{"p_period": "''1 day''::interval", "p_time_zone": "convert_from(''\\xff''::bytea, ''UTF8'')"}', '22021',
+              'invalid byte sequence for encoding "UTF8": 0xff', 'a time zone not in UTF-8'),
+             (7, '{"p_time_zone": "''UTC''"}', '22023',
+              'p_period must be ''1 day'', ''1 week'' or ''1 month'' with p_time_zone (a calendar window from local midnight)',
+              'a time zone with a period of 10 seconds'),
+             (8, '{"p_period": "''24 hours''::interval", "p_time_zone": "''UTC''"}', '22023',
+              'p_period must be ''1 day'', ''1 week'' or ''1 month'' with p_time_zone (a calendar window from local midnight)',
+              'a time zone with 24 hours (not a calendar day)'),
+             (9, '{"p_period": "''1 day''::interval", "p_time_zone": "''Europe/Berlin''", "p_algorithm": "''token_bucket''"}', '22023',
+              'p_algorithm must be fixed_window for a calendar period: calendar windows need fixed_window (got token_bucket)',
+              'a calendar day with token_bucket'),
+             (10, '{"p_period": "''1 month''::interval", "p_algorithm": "''sliding_window''"}', '22023',
+              'p_algorithm must be fixed_window for a calendar period: calendar windows need fixed_window (got sliding_window)',
+              'the UTC month with sliding_window')) AS v(n, changes, sqlstate, message, why)
+WHERE a.name = 'p_time_zone'
+ORDER BY a.function::text, v.n;
 
 -- 6. Arrays: empty, too many, mismatched lengths, more than one dimension, repeated entries.
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why, todo)
@@ -696,12 +787,12 @@ FROM (VALUES
      '{"p_outcomes": "''{}''::text[]"}', '22023', 'p_outcomes must have as many elements as p_policies', 'no outcome, one policy', NULL),
     (29, 'ratelimit.record_outcomes(text[],text[],text[])',
      '{"p_policies": "NULL"}', '22023', 'p_outcomes must have as many elements as p_policies', 'no policies, one subject and outcome', NULL),
-    (30, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "''{}''::text[]"}', '22023', 'p_keys must have 1 to 10000 elements (got 0)', 'no keys', NULL),
-    (31, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "(SELECT array_agg(''hostile:k'' || i) FROM generate_series(1, 10001) i)"}', '22023',
+    (30, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer,text)', '{"p_keys": "''{}''::text[]"}', '22023', 'p_keys must have 1 to 10000 elements (got 0)', 'no keys', NULL),
+    (31, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer,text)', '{"p_keys": "(SELECT array_agg(''hostile:k'' || i) FROM generate_series(1, 10001) i)"}', '22023',
      'p_keys must have 1 to 10000 elements (got 10001)', '10,001 keys', NULL),
-    (32, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "''{{hostile:k},{hostile:j}}''::text[]"}', '22023', 'p_keys must be a one-dimensional array', 'a 2x1 key array', NULL),
-    (33, 'ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "''{}''::text[]"}', '22023', 'p_keys must have 1 to 10000 elements (got 0)', 'no keys', NULL),
-    (34, 'ratelimit.peek_many(text[],integer,interval,integer,text,text,integer)', '{"p_keys": "''{{hostile:k,hostile:j}}''::text[]"}', '22023', 'p_keys must be a one-dimensional array', 'a 1x2 key array', NULL),
+    (32, 'ratelimit.consume_many(text[],integer,interval,integer,text,text,integer,text)', '{"p_keys": "''{{hostile:k},{hostile:j}}''::text[]"}', '22023', 'p_keys must be a one-dimensional array', 'a 2x1 key array', NULL),
+    (33, 'ratelimit.peek_many(text[],integer,interval,integer,text,text,integer,text)', '{"p_keys": "''{}''::text[]"}', '22023', 'p_keys must have 1 to 10000 elements (got 0)', 'no keys', NULL),
+    (34, 'ratelimit.peek_many(text[],integer,interval,integer,text,text,integer,text)', '{"p_keys": "''{{hostile:k,hostile:j}}''::text[]"}', '22023', 'p_keys must be a one-dimensional array', 'a 1x2 key array', NULL),
     (35, 'ratelimit.check_many(text,text[],integer,text,inet,uuid)', '{"p_subjects": "''{}''::text[]"}', '22023', 'p_subjects must have 1 to 10000 elements (got 0)', 'no subjects', NULL),
     (36, 'ratelimit.check_many(text,text[],integer,text,inet,uuid)', '{"p_subjects": "array_fill(''s''::text, ARRAY[10001])"}', '22023',
      'p_subjects must have 1 to 10000 elements (got 10001)', '10,001 subjects', NULL),
@@ -813,7 +904,7 @@ FROM (VALUES
     (11, 'public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'ratelimit.dropin_engine',
      '''; DROP TABLE public.rpc_rate_limits; --', 'public.check_rate_limit_tiers(''198.51.100.7'', ''hostile@example.com'')',
      'invalid value for parameter "ratelimit.dropin_engine": %', 'SQL as the drop-in engine'),
-    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer)', 'ratelimit.memory_when_full', 'forget',
+    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'ratelimit.memory_when_full', 'forget',
      'ratelimit.consume(''hostile-when-full'', 3, ''10 seconds'', p_engine => ''memory'')',
      'invalid value for parameter "ratelimit.memory_when_full": "forget"', 'a memory engine that forgets when full'),
     (13, 'ratelimit.pre_request()', 'ratelimit.client_ip_header', 'X-Forwarded-For',
@@ -894,7 +985,20 @@ INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT 'ratelimit.policies_validate()', v.call, v.sqlstate, v.message, v.why
 FROM (VALUES
     (1, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', 5, '1000 years')$q$, '22023',
-     'policy "hostile.p": p_period must not use months or years, whose length varies (use days)', 'a policy of 5 per 1000 years'),
+     'policy "hostile.p": p_period may use months only as ''1 month'' (the calendar month, in UTC unless p_time_zone is given)', 'a policy of 5 per 1000 years'),
+    (101, $q$INSERT INTO ratelimit.policies (name, "limit", period, time_zone) VALUES ('hostile.p', 5, '1 day', 'Europe/Nowhere')$q$, '22023',
+     'policy "hostile.p": p_time_zone must name a time zone PostgreSQL knows, such as Europe/Berlin or UTC (got "Europe/Nowhere")',
+     'a policy in an unknown time zone'),
+    (102, $q$INSERT INTO ratelimit.policies (name, "limit", period, algorithm, time_zone) VALUES ('hostile.p', 5, '1 day', 'gcra', 'UTC')$q$, '22023',
+     'policy "hostile.p": p_algorithm must be fixed_window for a calendar period: calendar windows need fixed_window (got gcra)',
+     'a calendar policy with gcra'),
+    (103, $q$UPDATE ratelimit.policies SET time_zone = 'UTC' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": p_period must be ''1 day'', ''1 week'' or ''1 month'' with p_time_zone (a calendar window from local midnight)',
+     'a time zone on a policy of another period'),
+    (104, $q$UPDATE ratelimit.policies SET reset_jitter = '-1 second' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": reset_jitter must be between 0 and 1 hour (got "-00:00:01")', 'a negative reset jitter'),
+    (105, $q$INSERT INTO ratelimit.policies (name, "limit", period, reset_jitter) VALUES ('hostile.p', 5, '1 minute', '1000 years')$q$, '22023',
+     'policy "hostile.p": reset_jitter must be between 0 and 1 hour (got "1000 years")', 'a reset jitter of 1000 years'),
     (2, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', '2147483648', '1 minute')$q$, '22003',
      'value "2147483648" is out of range for type integer', 'a policy limit of 2^31'),
     (3, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', 0, '1 minute')$q$, '22023',
@@ -957,8 +1061,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p
                    AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
           '{}'::text[], 'every SQL-callable function of the extension has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 51::bigint, 'the matrix covers the 51 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 919::bigint, 'the matrix holds 919 bad calls');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 54::bigint, 'the matrix covers the 54 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 1076::bigint, 'the matrix holds 1076 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 

@@ -152,9 +152,9 @@ $$;
 SELECT is(format('%s) RETURNS %s', pg_get_function_arguments(f::regproc), pg_get_function_result(f::regproc)),
           expected, f || ': arguments, defaults and result type')
 FROM (VALUES
-    ('ratelimit.consume', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer) RETURNS ratelimit.decision'),
-    ('ratelimit.peek', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer) RETURNS ratelimit.decision'),
-    ('ratelimit.refund', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer) RETURNS ratelimit.decision'),
+    ('ratelimit.consume', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer, p_time_zone text DEFAULT NULL::text) RETURNS ratelimit.decision'),
+    ('ratelimit.peek', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer, p_time_zone text DEFAULT NULL::text) RETURNS ratelimit.decision'),
+    ('ratelimit.refund', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer, p_time_zone text DEFAULT NULL::text) RETURNS ratelimit.decision'),
     ('ratelimit.reset', 'p_key text, p_engine text DEFAULT ''table''::text) RETURNS boolean'),
     ('ratelimit.block', 'p_key text, p_duration interval, p_engine text DEFAULT ''table''::text) RETURNS timestamp with time zone'),
     ('ratelimit.cleanup_key_state', 'p_engine text DEFAULT NULL::text) RETURNS bigint')

@@ -81,11 +81,12 @@ INSERT INTO native_test.bad_calls (functions, changes, sqlstate, parameter, why)
     ('{decision}', '{"p_limit": "0"}', '22023', 'p_limit', 'limit 0'),
     ('{decision}', '{"p_limit": "-1"}', '22023', 'p_limit', 'negative limit'),
     ('{decision}', '{"p_limit": "-2147483648"}', '22023', 'p_limit', 'smallest integer'),
-    -- periods are 1 ms .. 365 days, with no months (a month has no fixed length)
+    -- periods are 1 ms .. 365 days, with no months (a month has no fixed length) but '1 month',
+    -- the calendar month (calendar_periods.sql)
     ('{decision}', '{"p_period": "''0 seconds''"}', '22023', 'p_period', 'zero period'),
     ('{decision}', '{"p_period": "''-10 seconds''"}', '22023', 'p_period', 'negative period'),
     ('{decision}', '{"p_period": "''999 microseconds''"}', '22023', 'p_period', 'below 1 ms'),
-    ('{decision}', '{"p_period": "''1 month''"}', '22023', 'p_period', 'a month'),
+    ('{decision}', '{"p_period": "''2 months''"}', '22023', 'p_period', 'two months'),
     ('{decision}', '{"p_period": "''1 year''"}', '22023', 'p_period', 'a year is 12 months'),
     ('{decision}', '{"p_period": "''1 month -30 days''"}', '22023', 'p_period', 'months even when the days cancel them out'),
     ('{decision}', '{"p_period": "''366 days''"}', '22023', 'p_period', 'above 365 days'),
@@ -289,9 +290,9 @@ FROM unnest(ARRAY['ratelimit.key_state', 'ratelimit.key_state_unlogged']) AS t O
 RESET ROLE;
 SELECT is(array_agg(f ORDER BY f), NULL,
           'no native function is executable by a role without grants (EXECUTE is not granted to PUBLIC)')
-FROM unnest(ARRAY['ratelimit.consume(text, integer, interval, integer, text, text, integer)',
-                  'ratelimit.peek(text, integer, interval, integer, text, text, integer)',
-                  'ratelimit.refund(text, integer, interval, integer, text, text, integer)',
+FROM unnest(ARRAY['ratelimit.consume(text, integer, interval, integer, text, text, integer, text)',
+                  'ratelimit.peek(text, integer, interval, integer, text, text, integer, text)',
+                  'ratelimit.refund(text, integer, interval, integer, text, text, integer, text)',
                   'ratelimit.reset(text, text)', 'ratelimit.block(text, interval, text)',
                   'ratelimit.cleanup_key_state(text)']) AS f
 WHERE has_function_privilege('native_probe', f, 'EXECUTE');

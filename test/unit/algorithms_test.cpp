@@ -89,6 +89,8 @@ const char* action_name(Action action) {
             return "peek";
         case Action::kRefund:
             return "refund";
+        case Action::kCharge:
+            return "charge";
     }
     return "?";
 }

@@ -1,0 +1,455 @@
+#include "pg/reservations.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pg/arguments.hpp"
+#include "pg/clock.hpp"
+#include "pg/guard.hpp"
+#include "pg/lwlock_scope.hpp"
+#include "pg/native_call.hpp"
+#include "pg/postgres.hpp"
+#include "pg/result_row.hpp"
+#include "pg/state_engines.hpp"
+#include "ratelimit/error.hpp"
+#include "ratelimit/reservation_table.hpp"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+}
+
+namespace ratelimit::pg {
+namespace {
+
+constexpr const char* kTrancheName = "ratelimit reservations";
+
+int capacity_setting = 10000;
+
+shmem_request_hook_type previous_shmem_request_hook = nullptr;
+shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
+
+struct SharedReservations {
+    LWLockPadded* locks;
+    // the table follows, MAXALIGNed
+};
+SharedReservations* shared = nullptr;
+
+std::size_t header_bytes() {
+    return MAXALIGN(sizeof(SharedReservations));
+}
+
+std::size_t shared_size() {
+    return header_bytes() + ReservationTable::bytes_needed(capacity_setting);
+}
+
+void* table_block() {
+    return reinterpret_cast<char*>(shared) + header_bytes();
+}
+
+void request_shared_memory() {
+    if (previous_shmem_request_hook != nullptr)
+        previous_shmem_request_hook();
+    RequestAddinShmemSpace(shared_size());
+    RequestNamedLWLockTranche(kTrancheName, kReservationPartitions);
+}
+
+void start_shared_memory() {
+    if (previous_shmem_startup_hook != nullptr)
+        previous_shmem_startup_hook();
+    bool found = false;
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    // A restart (or a crash) makes shared memory anew: open reservations are forgotten, which
+    // leaves each charged its estimate, as its expiry would.
+    shared = static_cast<SharedReservations*>(ShmemInitStruct(kTrancheName, shared_size(), &found));
+    if (!found) {
+        shared->locks = GetNamedLWLockTranche(kTrancheName);
+        ReservationTable::create(table_block(), capacity_setting);
+    }
+    LWLockRelease(AddinShmemInitLock);
+}
+
+[[noreturn]] void not_available() {
+    call_postgres([] {
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("ratelimit: reservations are not available: ratelimit is not in "
+                        "shared_preload_libraries"),
+                 errdetail("Reservations live in shared memory, which only a library loaded at "
+                           "server start can set up."),
+                 errhint("Add ratelimit to shared_preload_libraries in postgresql.conf and "
+                         "restart the server.")));
+    });
+    throw std::logic_error("unreachable");
+}
+
+LWLock* partition_lock(int partition) {
+    return &shared->locks[partition].lock;
+}
+
+// Runs `work` on the table under `partition`'s lock.
+template <typename Work>
+auto with_partition(int partition, Work&& work) {
+    return with_lwlock(partition_lock(partition), LW_EXCLUSIVE, [&] {
+        ReservationTable table = ReservationTable::attach(table_block());
+        return work(table);
+    });
+}
+
+// ---- what this backend's transactions changed -----------------------------------------------
+
+// A random token for this backend's life, stored in the slots its transactions hold.
+std::uint64_t session_token = 0;
+
+// Each change of a slot by this backend's transaction, in order, with the subtransaction that
+// made it and the slot's state before it, so that a rollback of either puts it back.
+struct Change {
+    std::uint64_t id;
+    SubTransactionId subtransaction;
+    ReservationState previous;
+};
+std::vector<Change>* changes = nullptr;
+
+// Called from transaction callbacks: no error can happen here.
+template <typename Apply>
+void on_slot(std::uint64_t id, Apply&& apply) {
+    const int partition = ReservationTable::attach(table_block()).partition_of(id);
+    if (partition < 0)
+        return;
+    LWLockAcquire(partition_lock(partition), LW_EXCLUSIVE);
+    ReservationTable table = ReservationTable::attach(table_block());
+    apply(table, partition);
+    LWLockRelease(partition_lock(partition));
+}
+
+void commit_change(const Change& change) {
+    on_slot(change.id, [&](ReservationTable& table, int partition) {
+        table.commit(partition, change.id, session_token);
+    });
+}
+
+void roll_back_change(const Change& change) {
+    on_slot(change.id, [&](ReservationTable& table, int partition) {
+        table.roll_back(partition, change.id, session_token, change.previous);
+    });
+}
+
+// Rolls back, newest first, the changes `ends` says ended, and keeps the rest.
+template <typename Ends>
+void roll_back_where(Ends&& ends) {
+    if (changes == nullptr)
+        return;
+    for (auto it = changes->rbegin(); it != changes->rend(); ++it) {
+        if (ends(*it))
+            roll_back_change(*it);
+    }
+    changes->erase(std::remove_if(changes->begin(), changes->end(), ends), changes->end());
+}
+
+void at_transaction_end(XactEvent event, void*) {
+    if (changes == nullptr || changes->empty())
+        return;
+    switch (event) {
+        case XACT_EVENT_PRE_PREPARE:
+            // A prepared transaction's table writes are decided later, by another session; the
+            // registry could not follow them.
+            ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                            errmsg("ratelimit: cannot PREPARE a transaction that has reserved, "
+                                   "settled or cancelled a reservation")));
+            break;
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+            for (const Change& change : *changes)
+                commit_change(change);
+            changes->clear();
+            break;
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+            roll_back_where([](const Change&) { return true; });
+            break;
+        default:
+            break;
+    }
+}
+
+void at_subtransaction_end(SubXactEvent event, SubTransactionId mine, SubTransactionId parent,
+                           void*) {
+    if (changes == nullptr)
+        return;
+    if (event == SUBXACT_EVENT_ABORT_SUB) {
+        roll_back_where([&](const Change& change) { return change.subtransaction == mine; });
+    } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+        // The parent now made them: its rollback undoes them.
+        for (Change& change : *changes) {
+            if (change.subtransaction == mine)
+                change.subtransaction = parent;
+        }
+    }
+}
+
+// The first reservation call of this backend: a token, the list and the callbacks.
+void prepare_backend() {
+    if (session_token != 0)
+        return;
+    std::uint64_t token = 0;
+    call_postgres([&] {
+        if (!pg_strong_random(&token, sizeof token))
+            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                            errmsg("ratelimit: could not generate a random reservation token")));
+    });
+    changes = new std::vector<Change>();
+    call_postgres([&] {
+        RegisterXactCallback(at_transaction_end, nullptr);
+        RegisterSubXactCallback(at_subtransaction_end, nullptr);
+    });
+    session_token = token == 0 ? 1 : token;
+}
+
+std::uint32_t random_bits() {
+    std::uint32_t bits = 0;
+    call_postgres([&] {
+        if (!pg_strong_random(&bits, sizeof bits))
+            ereport(ERROR,
+                    (errcode(ERRCODE_INTERNAL_ERROR),
+                     errmsg("ratelimit: could not generate a random reservation identifier")));
+    });
+    return bits;
+}
+
+SubTransactionId current_subtransaction() {
+    SubTransactionId subtransaction = InvalidSubTransactionId;
+    call_postgres([&] { subtransaction = GetCurrentSubTransactionId(); });
+    return subtransaction;
+}
+
+// Takes a slot for a reservation about to be made, before anything is decided, so that a full
+// registry refuses the call before it consumes. The slot is pending in this transaction: its
+// rollback (a bad argument, any error) frees it.
+std::uint64_t take_slot(Micros now) {
+    const std::uint32_t bits = random_bits();
+    const int first = static_cast<int>(bits % kReservationPartitions);
+    for (int i = 0; i < kReservationPartitions; ++i) {
+        const int partition = (first + i) % kReservationPartitions;
+        const std::uint64_t id = with_partition(partition, [&](ReservationTable& table) {
+            return table.take(partition, now, session_token, bits);
+        });
+        if (id != 0) {
+            changes->push_back(Change{id, current_subtransaction(), ReservationState::kFree});
+            return id;
+        }
+    }
+    const int capacity = capacity_setting;
+    call_postgres([&] {
+        ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+                        errmsg("ratelimit: no room for another reservation"),
+                        errdetail("Every reservation slot is held by an open reservation."),
+                        errhint("Raise ratelimit.reservation_capacity (now %d reservations in "
+                                "all), or settle reservations sooner.",
+                                capacity)));
+    });
+    throw std::logic_error("unreachable");
+}
+
+// Frees a slot taken for a reservation that was not made (the call was denied).
+void give_back_slot(std::uint64_t id) {
+    const int partition = ReservationTable::attach(table_block()).partition_of(id);
+    with_partition(partition, [&](ReservationTable& table) {
+        table.roll_back(partition, id, session_token, ReservationState::kFree);
+        return true;
+    });
+    changes->erase(std::remove_if(changes->begin(), changes->end(),
+                                  [&](const Change& change) { return change.id == id; }),
+                   changes->end());
+}
+
+// ---- the SQL functions ----------------------------------------------------------------------
+
+constexpr int kConsumeArguments = 7;  // p_key .. p_burst, as ratelimit.consume takes them
+constexpr int kHoldArgument = 7;
+
+// ratelimit.reserve(p_key, p_limit, p_period, p_estimate, p_algorithm, p_engine, p_burst,
+// p_hold) -> ratelimit.reservation
+Datum reserve_body(FunctionCallInfo fcinfo) {
+    if (shared == nullptr)
+        not_available();
+    const Micros hold = interval_argument(fcinfo, kHoldArgument, "p_hold");
+    if (hold < kMinReservationHold)
+        throw ArgumentError::invalid("p_hold", "must be at least 1 millisecond");
+    if (hold > kMaxReservationHold)
+        throw ArgumentError::invalid("p_hold", "must be at most 1 day");
+    prepare_backend();
+    changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
+    const std::uint64_t id = take_slot(native_now());
+
+    // The first seven arguments are consume's, read and decided by consume's own path: a view
+    // of the call that holds only them.
+    LOCAL_FCINFO(consume_args, kConsumeArguments);
+    InitFunctionCallInfoData(*consume_args, fcinfo->flinfo, kConsumeArguments, fcinfo->fncollation,
+                             nullptr, nullptr);
+    for (int i = 0; i < kConsumeArguments; ++i)
+        consume_args->args[i] = fcinfo->args[i];
+    NativeCall call;
+    Decision decision;
+    try {
+        decision = native_call(consume_args, Action::kConsume, "ratelimit.reserve()", &call);
+    } catch (const ArgumentError& error) {
+        // consume's p_cost is reserve's p_estimate.
+        if (error.argument() != "p_cost")
+            throw;
+        const std::string detail = std::string(error.what()).substr(error.argument().size());
+        throw ArgumentError(error.kind(), "p_estimate", "p_estimate" + detail);
+    }
+
+    if (decision.allowed) {
+        Reservation made;
+        call_postgres([&] {
+            made.database = MyDatabaseId;
+            made.role = GetUserId();
+        });
+        made.engine = call.engine;
+        made.limit = call.limit;
+        made.estimate = call.cost;
+        made.expires_at = call.now + hold;
+        const std::string_view key = text_bytes(call.key);
+        made.key_length = static_cast<std::uint16_t>(key.size());
+        std::copy(key.begin(), key.end(), made.key);
+        const int partition = ReservationTable::attach(table_block()).partition_of(id);
+        with_partition(partition, [&](ReservationTable& table) {
+            return table.fill(partition, id, session_token, made);
+        });
+    } else {
+        give_back_slot(id);
+    }
+
+    constexpr int kFields = 7;
+    Datum values[kFields] = {0};
+    bool nulls[kFields] = {false};
+    nulls[0] = !decision.allowed;
+    values[0] = Int64GetDatum(static_cast<std::int64_t>(id));
+    values[1] = BoolGetDatum(decision.allowed);
+    values[2] = Int32GetDatum(static_cast<std::int32_t>(decision.limit));
+    values[3] = Int32GetDatum(static_cast<std::int32_t>(decision.remaining));
+    values[4] = Int64GetDatum(milliseconds_up(decision.retry_after));
+    values[5] = Int64GetDatum(milliseconds_up(decision.reset_after));
+    nulls[6] = !decision.allowed;
+    values[6] = TimestampTzGetDatum(to_timestamptz(call.now + hold));
+    Datum result = 0;
+    call_postgres([&] {
+        result = HeapTupleGetDatum(heap_form_tuple(returned_row_descriptor(fcinfo), values, nulls));
+    });
+    return result;
+}
+
+// Settles reservation `id` at `actual` units: refunds or charges the difference to its
+// estimate, and answers what a one-unit peek says afterwards.
+Datum settle(FunctionCallInfo fcinfo, std::uint64_t id, std::int64_t actual,
+             const char* function_name) {
+    const Micros now = native_now();
+    prepare_backend();
+    changes->reserve(changes->size() + 1);
+    std::uint32_t database = 0;
+    std::uint32_t role = 0;
+    call_postgres([&] {
+        database = MyDatabaseId;
+        role = GetUserId();
+    });
+    const int partition = ReservationTable::attach(table_block()).partition_of(id);
+    Reservation made;
+    ReservationState previous = ReservationState::kFree;
+    const bool claimed =
+        partition >= 0 && with_partition(partition, [&](ReservationTable& table) {
+            return table.claim(partition, id, database, role, now, session_token, &made, &previous);
+        });
+    // One answer for every identifier that cannot be settled here, so that it tells nothing
+    // about reservations of others.
+    if (!claimed)
+        throw ArgumentError::invalid(
+            "p_reservation", "is not an open reservation (" +
+                                 std::to_string(static_cast<long long>(id)) +
+                                 "): settled or cancelled already, past its hold time, rolled "
+                                 "back, or never made");
+    changes->push_back(Change{id, current_subtransaction(), previous});
+
+    Datum key = 0;
+    call_postgres(
+        [&] { key = PointerGetDatum(cstring_to_text_with_len(made.key, made.key_length)); });
+    const std::int64_t difference = actual - made.estimate;
+    const Action action = difference < 0   ? Action::kRefund
+                          : difference > 0 ? Action::kCharge
+                                           : Action::kPeek;
+    const std::int64_t units = difference == 0 ? 1 : difference < 0 ? -difference : difference;
+    const Decision decision =
+        native_decide(fcinfo, made.engine, key, made.limit, now, units, action, function_name);
+    if (made.engine == Engine::kMemory) {
+        // The memory engine's adjustment is made for good: so is the settle, lest a rollback
+        // reopen the reservation and a second settle adjust the key twice.
+        with_partition(partition, [&](ReservationTable& table) {
+            table.commit(partition, id, session_token);
+            return true;
+        });
+        changes->pop_back();
+    }
+    return native_decision_datum(fcinfo, decision);
+}
+
+std::uint64_t reservation_argument(FunctionCallInfo fcinfo) {
+    if (shared == nullptr)
+        not_available();
+    if (PG_ARGISNULL(0))
+        throw ArgumentError::null("p_reservation");
+    return static_cast<std::uint64_t>(PG_GETARG_INT64(0));
+}
+
+// ratelimit.settle(p_reservation, p_actual) -> ratelimit.decision
+Datum settle_body(FunctionCallInfo fcinfo) {
+    const std::uint64_t id = reservation_argument(fcinfo);
+    const std::int32_t actual = int32_argument(fcinfo, 1, "p_actual");
+    if (actual < 0)
+        throw ArgumentError::invalid("p_actual",
+                                     "must not be negative (got " + std::to_string(actual) + ")");
+    return settle(fcinfo, id, actual, "ratelimit.settle()");
+}
+
+// ratelimit.cancel(p_reservation) -> ratelimit.decision: a settle at 0 units.
+Datum cancel_body(FunctionCallInfo fcinfo) {
+    const std::uint64_t id = reservation_argument(fcinfo);
+    return settle(fcinfo, id, 0, "ratelimit.cancel()");
+}
+
+}  // namespace
+
+void define_reservation_settings() {
+    if (!process_shared_preload_libraries_in_progress)
+        return;
+    DefineCustomIntVariable(
+        "ratelimit.reservation_capacity",
+        "Reservations (ratelimit.reserve) that can be open at once, over all keys (368 bytes "
+        "of shared memory each).",
+        "A reserve finding every slot held fails with SQLSTATE 53200; an expired reservation's "
+        "slot is taken again.",
+        &capacity_setting, 10000, static_cast<int>(kMinReservationCapacity),
+        static_cast<int>(kMaxReservationCapacity), PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+}
+
+void install_reservations() {
+    previous_shmem_request_hook = shmem_request_hook;
+    shmem_request_hook = request_shared_memory;
+    previous_shmem_startup_hook = shmem_startup_hook;
+    shmem_startup_hook = start_shared_memory;
+}
+
+}  // namespace ratelimit::pg
+
+RATELIMIT_SQL_FUNCTION(ratelimit_reserve, ratelimit::pg::reserve_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_settle, ratelimit::pg::settle_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_cancel, ratelimit::pg::cancel_body)
