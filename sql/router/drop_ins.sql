@@ -9,49 +9,33 @@
 -- shard. check_rate_limit_tiers is not routed: its global tier is one key for every caller, and
 -- all or nothing over it and a caller's keys cannot run on one shard.
 
--- The JWT caller as the local functions resolve it, or NULL when the request has none. Refused
--- as locally: a request.jwt.claim.sub that is not a UUID, claims that are not a JSON object or
--- whose "sub" is not a UUID (22023).
+-- The JWT caller as the local functions resolve it (the extension's own code), or NULL when the
+-- request has none. Refused as locally: a request.jwt.claim.sub that is not a UUID, claims that
+-- are not a JSON object or whose "sub" is not a UUID (22023).
 CREATE FUNCTION ratelimit_router.jwt_caller()
 RETURNS uuid
-LANGUAGE plpgsql STABLE
-AS $$
-DECLARE
-    v_sub text := pg_catalog.current_setting('request.jwt.claim.sub', true);
-    v_claims text := pg_catalog.current_setting('request.jwt.claims', true);
-    v_object jsonb;
-BEGIN
-    IF v_sub IS NOT NULL AND v_sub <> '' THEN
-        BEGIN
-            RETURN v_sub::uuid;
-        EXCEPTION WHEN invalid_text_representation THEN
-            RAISE EXCEPTION 'request.jwt.claim.sub must be a UUID' USING ERRCODE = '22023';
-        END;
-    END IF;
-    IF v_claims IS NULL OR v_claims = '' THEN
-        RETURN NULL;
-    END IF;
-    BEGIN
-        v_object := v_claims::jsonb;
-    EXCEPTION WHEN invalid_text_representation THEN
-        v_object := NULL;
-    END;
-    IF v_object IS NULL OR pg_catalog.jsonb_typeof(v_object) <> 'object' THEN
-        RAISE EXCEPTION 'request.jwt.claims must be a JSON object' USING ERRCODE = '22023';
-    END IF;
-    IF NOT v_object ? 'sub' OR v_object -> 'sub' = 'null'::jsonb THEN
-        RETURN NULL;
-    END IF;
-    BEGIN
-        IF pg_catalog.jsonb_typeof(v_object -> 'sub') = 'string' THEN
-            RETURN (v_object ->> 'sub')::uuid;
-        END IF;
-    EXCEPTION WHEN invalid_text_representation THEN
-        NULL;
-    END;
-    RAISE EXCEPTION 'request.jwt.claims has a "sub" claim that is not a UUID' USING ERRCODE = '22023';
-END;
-$$;
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_jwt_caller';
+
+-- Each drop-in's arguments and caller rule, checked on the router by the extension's own code as
+-- the shard would check them, nothing counted.
+CREATE FUNCTION ratelimit_router.rpc_limit_arguments(p_rpc_name text, p_max_calls integer,
+    p_window_minutes integer)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_rpc_limit_arguments';
+
+CREATE FUNCTION ratelimit_router.rpc_limit_for_user_arguments(p_user_id uuid, p_rpc_name text,
+    p_max_calls integer, p_window_minutes integer)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_rpc_limit_for_user_arguments';
+
+CREATE FUNCTION ratelimit_router.increment_rate_limit_arguments(p_user_id uuid, p_endpoint text,
+    p_limit integer, p_window_seconds integer, p_increment integer)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_increment_rate_limit_arguments';
 
 -- Its arguments are named apart from the drop-in's: the shard's call names them (the two
 -- check_rate_limit functions both take three arguments), and PL/Proxy replaces every name of
@@ -113,9 +97,11 @@ RETURNS boolean
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_caller uuid := ratelimit_router.jwt_caller();
+    v_caller uuid;
     v_policy text;
 BEGIN
+    PERFORM ratelimit_router.rpc_limit_arguments(p_rpc_name, p_max_calls, p_window_minutes);
+    v_caller := ratelimit_router.jwt_caller();
     FOR v_attempt IN 1 .. 2 LOOP
         BEGIN
             RETURN ratelimit_router.shard_check_rate_limit(
@@ -145,12 +131,12 @@ RETURNS boolean
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_caller uuid := ratelimit_router.jwt_caller();
+    v_caller uuid;
     v_policy text;
 BEGIN
-    IF p_user_id IS NULL THEN
-        RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22004';
-    END IF;
+    PERFORM ratelimit_router.rpc_limit_for_user_arguments(p_user_id, p_rpc_name, p_max_calls,
+                                                          p_window_minutes);
+    v_caller := ratelimit_router.jwt_caller();
     FOR v_attempt IN 1 .. 2 LOOP
         BEGIN
             RETURN ratelimit_router.shard_check_rate_limit_for_user(
@@ -175,22 +161,19 @@ END;
 $$;
 
 -- The hourly endpoints' increment, routed by p_user_id. A request with a JWT caller may act
--- only on its own id: refused here (42501) as the shard would refuse it.
+-- only on its own id: refused here (42501) as the shard would refuse it, by the same code.
 CREATE FUNCTION ratelimit_router.increment_rate_limit(p_user_id uuid, p_endpoint text,
     p_limit integer, p_window_seconds integer, p_increment integer DEFAULT 1)
 RETURNS jsonb
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_caller uuid := ratelimit_router.jwt_caller();
+    v_caller uuid;
     v_policy text;
 BEGIN
-    IF p_user_id IS NULL THEN
-        RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    IF v_caller IS NOT NULL AND v_caller <> p_user_id THEN
-        RAISE EXCEPTION 'p_user_id must be the caller''s own id (the JWT sub)' USING ERRCODE = '42501';
-    END IF;
+    PERFORM ratelimit_router.increment_rate_limit_arguments(p_user_id, p_endpoint, p_limit,
+                                                            p_window_seconds, p_increment);
+    v_caller := ratelimit_router.jwt_caller();
     FOR v_attempt IN 1 .. 2 LOOP
         BEGIN
             RETURN ratelimit_router.shard_increment_rate_limit(
@@ -216,6 +199,14 @@ BEGIN
 END;
 $$;
 
+-- The keyed check's arguments, checked on the router by the extension's own code, nothing
+-- counted.
+CREATE FUNCTION ratelimit_router.check_rate_limit_arguments(p_key text, p_limit integer,
+    p_window_seconds integer, p_cost integer)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_check_rate_limit_arguments';
+
 -- The orphaned-user cleanup's keyed check, routed by p_key.
 CREATE FUNCTION ratelimit_router.check_rate_limit(p_key text, p_limit integer, p_window_seconds integer,
     p_cost integer DEFAULT 1)
@@ -225,9 +216,7 @@ AS $$
 DECLARE
     v_policy text;
 BEGIN
-    IF p_key IS NULL THEN
-        RAISE EXCEPTION 'p_key must not be NULL' USING ERRCODE = '22004';
-    END IF;
+    PERFORM ratelimit_router.check_rate_limit_arguments(p_key, p_limit, p_window_seconds, p_cost);
     FOR v_attempt IN 1 .. 2 LOOP
         BEGIN
             RETURN QUERY SELECT * FROM ratelimit_router.shard_check_rate_limit_key(

@@ -193,9 +193,26 @@ AS $$
                                                p_algorithm, p_engine, p_burst)
 $$;
 
+-- consume for callers that need only the answer, as the local allow: a shard that cannot answer
+-- gives on_shard_error's answer (allow: true, deny: false).
+CREATE FUNCTION ratelimit_router.allow(p_key text, p_limit integer, p_period interval,
+    p_cost integer DEFAULT 1, p_algorithm text DEFAULT 'fixed_window', p_engine text DEFAULT 'table',
+    p_burst integer DEFAULT NULL)
+RETURNS boolean
+LANGUAGE sql
+AS $$
+    SELECT (ratelimit_router.routed_native_call('consume', p_key, p_limit, p_period, p_cost,
+                                                p_algorithm, p_engine, p_burst)).allowed
+$$;
+
+-- block's arguments, checked on the router by the extension's own code, nothing blocked.
+CREATE FUNCTION ratelimit_router.block_arguments(p_key text, p_duration interval, p_engine text)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_block_arguments';
+
 -- reset and block are an administrator's acts: a shard that cannot answer is an error whatever
--- on_shard_error says (only the restart retry applies). block's p_duration is checked by the
--- shard.
+-- on_shard_error says (only the restart retry applies).
 CREATE FUNCTION ratelimit_router.reset(p_key text, p_engine text DEFAULT 'table')
 RETURNS boolean
 LANGUAGE plpgsql
@@ -217,11 +234,8 @@ CREATE FUNCTION ratelimit_router.block(p_key text, p_duration interval, p_engine
 RETURNS timestamptz
 LANGUAGE plpgsql
 AS $$
-DECLARE
-    v_checked ratelimit.decision;
 BEGIN
-    v_checked := ratelimit.peek(p_key, 1, '1 second', 1, 'fixed_window',
-                                CASE WHEN p_engine = 'memory' THEN 'table' ELSE p_engine END, NULL);
+    PERFORM ratelimit_router.block_arguments(p_key, p_duration, p_engine);
     BEGIN
         RETURN ratelimit_router.shard_block(ratelimit_router.routing_hash(p_key), p_key, p_duration, p_engine);
     EXCEPTION WHEN admin_shutdown THEN

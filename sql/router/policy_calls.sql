@@ -51,63 +51,33 @@ AS $$
          AS u(key_position);
 $$;
 
--- The arguments every policy call shares, checked as the shards would: NULLs, unknown policies
--- and tiers, an empty key, a negative cost. What depends on a policy's limit (a cost above it,
--- a key too long after hashing) is left to the shard.
-CREATE FUNCTION ratelimit_router.check_policy_arguments(p_policies text[], p_keys text[],
-    p_cost integer, p_tier text, p_policy_argument text, p_key_argument text, p_single boolean)
+-- The arguments of each policy call, checked on the router by the extension's own code, as the
+-- shard would read them (NULLs, array sizes, unknown policies and tiers, keys, the cost, the
+-- limits tiers and overrides give, the HTTP formats), with the shard's own messages; nothing is
+-- decided. Each takes the routed call's arguments.
+CREATE FUNCTION ratelimit_router.check_arguments(p_policy text, p_key text, p_cost integer,
+    p_tier text, p_ip inet, p_user uuid)
 RETURNS void
-LANGUAGE plpgsql STABLE
-AS $$
-DECLARE
-    v_unknown text;
-BEGIN
-    IF p_policies IS NULL THEN
-        RAISE EXCEPTION '% must not be NULL', p_policy_argument USING ERRCODE = '22004';
-    END IF;
-    IF p_keys IS NULL THEN
-        RAISE EXCEPTION '% must not be NULL', p_key_argument USING ERRCODE = '22004';
-    END IF;
-    IF p_policy_argument = 'p_policies'
-       AND pg_catalog.cardinality(p_keys) <> pg_catalog.cardinality(p_policies) THEN
-        RAISE EXCEPTION 'p_keys must have as many elements as p_policies (%, got %)',
-            pg_catalog.cardinality(p_policies), pg_catalog.cardinality(p_keys) USING ERRCODE = '22023';
-    END IF;
-    FOR i IN 1 .. pg_catalog.cardinality(p_policies) LOOP
-        IF p_policies[i] IS NULL THEN
-            RAISE EXCEPTION '% must not be NULL', CASE WHEN p_single THEN p_policy_argument
-                ELSE p_policy_argument || '[' || i || ']' END USING ERRCODE = '22004';
-        END IF;
-    END LOOP;
-    SELECT p.name INTO v_unknown
-    FROM pg_catalog.unnest(p_policies) AS p(name)
-    WHERE NOT EXISTS (SELECT FROM ratelimit.policies AS known WHERE known.name OPERATOR(pg_catalog.=) p.name)
-    LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION '%: unknown policy "%"', p_policy_argument, v_unknown USING ERRCODE = '22023';
-    END IF;
-    FOR i IN 1 .. pg_catalog.cardinality(p_keys) LOOP
-        IF p_keys[i] IS NULL THEN
-            RAISE EXCEPTION '% must not be NULL', CASE WHEN p_single THEN p_key_argument
-                ELSE p_key_argument || '[' || i || ']' END USING ERRCODE = '22004';
-        END IF;
-        IF p_keys[i] OPERATOR(pg_catalog.=) '' THEN
-            RAISE EXCEPTION '% must not be empty', CASE WHEN p_single THEN p_key_argument
-                ELSE p_key_argument || '[' || i || ']' END USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
-    IF p_cost IS NULL THEN
-        RAISE EXCEPTION 'p_cost must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    IF p_cost < 0 THEN
-        RAISE EXCEPTION 'p_cost must be at least 0 (got %)', p_cost USING ERRCODE = '22023';
-    END IF;
-    IF p_tier IS NOT NULL
-       AND NOT EXISTS (SELECT FROM ratelimit.tiers AS t WHERE t.name OPERATOR(pg_catalog.=) p_tier) THEN
-        RAISE EXCEPTION 'p_tier: unknown tier "%"', p_tier USING ERRCODE = '22023';
-    END IF;
-END;
-$$;
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_check_arguments';
+
+CREATE FUNCTION ratelimit_router.check_all_arguments(p_policies text[], p_keys text[],
+    p_cost integer, p_tier text, p_ip inet, p_user uuid)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_check_all_arguments';
+
+CREATE FUNCTION ratelimit_router.check_many_arguments(p_policy text, p_subjects text[],
+    p_cost integer, p_tier text, p_ip inet, p_user uuid)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_check_many_arguments';
+
+CREATE FUNCTION ratelimit_router.check_http_arguments(p_policies text[], p_keys text[],
+    p_cost integer, p_tier text, p_ip inet, p_user uuid, p_reset_format text, p_body_shape text)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_check_http_arguments';
 
 -- The answer for a call whose shard could not answer, under on_shard_error allow or deny.
 CREATE FUNCTION ratelimit_router.unavailable_policy_decision(p_allowed boolean, p_policy text,
@@ -129,8 +99,7 @@ DECLARE
     v_hash integer;
     v_policy text;
 BEGIN
-    PERFORM ratelimit_router.check_policy_arguments(ARRAY[p_policy], ARRAY[p_key], p_cost, p_tier,
-                                                    'p_policy', 'p_key', true);
+    PERFORM ratelimit_router.check_arguments(p_policy, p_key, p_cost, p_tier, p_ip, p_user);
     v_hash := ratelimit_router.routing_hash(p_key);
     FOR v_attempt IN 1 .. 2 LOOP
         BEGIN
@@ -189,8 +158,7 @@ DECLARE
     v_hash integer;
     v_policy text;
 BEGIN
-    PERFORM ratelimit_router.check_policy_arguments(p_policies, p_keys, p_cost, p_tier,
-                                                    'p_policies', 'p_keys', false);
+    PERFORM ratelimit_router.check_all_arguments(p_policies, p_keys, p_cost, p_tier, p_ip, p_user);
     v_hash := ratelimit_router.single_partition_hash(p_keys, 'check_all');
     FOR v_attempt IN 1 .. 2 LOOP
         BEGIN
@@ -223,8 +191,8 @@ DECLARE
     v_hash integer;
     v_policy text;
 BEGIN
-    PERFORM ratelimit_router.check_policy_arguments(p_policies, p_keys, p_cost, p_tier,
-                                                    'p_policies', 'p_keys', false);
+    PERFORM ratelimit_router.check_http_arguments(p_policies, p_keys, p_cost, p_tier, p_ip, p_user,
+                                                  p_reset_format, p_body_shape);
     v_hash := ratelimit_router.single_partition_hash(p_keys, 'check_http');
     FOR v_attempt IN 1 .. 2 LOOP
         BEGIN
@@ -275,13 +243,7 @@ DECLARE
     v_shard_subjects text[];
     v_row record;
 BEGIN
-    IF p_subjects IS NOT NULL AND (pg_catalog.array_ndims(p_subjects) IS DISTINCT FROM 1
-                                   OR pg_catalog.cardinality(p_subjects) > 10000) THEN
-        RAISE EXCEPTION 'p_subjects must be an array of one dimension with 1 to 10000 elements'
-            USING ERRCODE = '22023';
-    END IF;
-    PERFORM ratelimit_router.check_policy_arguments(ARRAY[p_policy], p_subjects, p_cost, p_tier,
-                                                    'p_policy', 'p_subjects', false);
+    PERFORM ratelimit_router.check_many_arguments(p_policy, p_subjects, p_cost, p_tier, p_ip, p_user);
     SELECT pg_catalog.array_agg(ratelimit_router.routing_hash(k.key) ORDER BY k.n),
            pg_catalog.array_agg(k.n::integer ORDER BY k.n)
     INTO v_hashes, v_positions

@@ -14,15 +14,18 @@
 
 -- A digest of the four tables, written so that no setting (DateStyle, IntervalStyle, TimeZone,
 -- collation) changes it: shard_policy_digests() runs the same statement on every shard.
+-- A period's months are kept apart from its epoch, which counts '1 month' as '30 days': the
+-- calendar month and 30 days decide differently.
 CREATE FUNCTION ratelimit_router.policy_digest()
 RETURNS text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT md5(coalesce(string_agg(r.line, E'\n' ORDER BY r.line COLLATE "C"), '')) FROM (
-        SELECT format('policies|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L', p.name, p.algorithm, p."limit",
+        SELECT format('policies|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L', p.name, p.algorithm, p."limit",
                       extract(epoch FROM p.period), p.burst, p.engine, p.count_denied, p.shadow,
-                      p.hash_key, p.log_denials, p.description, p.quota_unit)
+                      p.hash_key, p.log_denials, p.description, p.quota_unit,
+                      extract(year FROM p.period) * 12 + extract(month FROM p.period), p.time_zone)
         FROM ratelimit.policies AS p
         UNION ALL
         SELECT format('tiers|%L|%L|%L|%L', t.name, t.multiplier, t.bypass, t.description)
@@ -48,9 +51,10 @@ AS $$
     SELECT pg_catalog.host(pg_catalog.inet_server_addr()) || ':' || pg_catalog.inet_server_port()
                || '/' || pg_catalog.current_database() AS shard,
            md5(coalesce(string_agg(r.line, E'\n' ORDER BY r.line COLLATE "C"), '')) AS digest FROM (
-        SELECT format('policies|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L', p.name, p.algorithm, p."limit",
+        SELECT format('policies|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L|%L', p.name, p.algorithm, p."limit",
                       extract(epoch FROM p.period), p.burst, p.engine, p.count_denied, p.shadow,
-                      p.hash_key, p.log_denials, p.description, p.quota_unit)
+                      p.hash_key, p.log_denials, p.description, p.quota_unit,
+                      extract(year FROM p.period) * 12 + extract(month FROM p.period), p.time_zone)
         FROM ratelimit.policies AS p
         UNION ALL
         SELECT format('tiers|%L|%L|%L|%L', t.name, t.multiplier, t.bypass, t.description)

@@ -95,6 +95,101 @@ is "$(q router -c "SELECT ratelimit_router.check_many('activity.create_post', AR
 is "$(q router -c "SELECT ratelimit_router.check_all(ARRAY['activity.create_post'], ARRAY['a', 'b'])" 2>&1 | head -1)" \
     "$(q direct -c "SELECT ratelimit.check_all(ARRAY['activity.create_post'], ARRAY['a', 'b'])" 2>&1 | head -1)" "check_all's mismatched arrays: the local message"
 
+echo "# hostile input: every argument of every routed call"
+# Each routed call with valid arguments, written KIND:VALUE and separated by ';'. Each argument in
+# turn is replaced by its kind's bad values (NULL among them unless NULL is valid there; a
+# policy's cost above its limit is a denial, not an error): the
+# router must refuse the call with the first line the server's own function gives, and nothing
+# may reach a shard's state.
+declare -A bad_values=(
+    [key]="NULL|''|repeat('k', 300)"
+    [limit]="NULL|0|-1"
+    [cost]="NULL|-1|100000"
+    [policy_cost]="NULL|-1"
+    [period]="NULL|'0 seconds'|'-1 minute'"
+    [algorithm]="NULL|'bogus'"
+    [engine]="NULL|'bogus'"
+    [burst]="0|-1"
+    [keys]="NULL|ARRAY[NULL]::text[]|ARRAY['hostile-a', NULL]|ARRAY['hostile-a', '']"
+    [duration]="NULL|'-1 minute'"
+    [policy]="NULL|'no.such.policy'"
+    [policies]="NULL|ARRAY['no.such.policy']|ARRAY[NULL]::text[]"
+    [subject]="NULL|''"
+    [subjects]="NULL|ARRAY[NULL]::text[]|ARRAY['hostile-s', '']"
+    [window]="NULL|0|-1"
+    [format]="NULL|'bogus'"
+    [shape]="NULL|'bogus'"
+    [rpc]="NULL|''|repeat('r', 300)"
+    [user_id]="NULL"
+    [minutes]="NULL|0|-1"
+    [increment]="NULL|0|-1"
+)
+# The drop-ins for users run for a JWT caller, the one their p_user_id names.
+hostile_user=c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13
+as_hostile="SET ROLE authenticated; SET request.jwt.claims = '{\"sub\": \"$hostile_user\", \"role\": \"authenticated\"}';"
+native="key:'hostile-k';limit:5;period:'1 minute';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL"
+batch="keys:ARRAY['hostile-a', 'hostile-b'];limit:5;period:'1 minute';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL"
+routed_calls=(
+    "consume|ratelimit.consume|$native"
+    "peek|ratelimit.peek|$native"
+    "refund|ratelimit.refund|$native"
+    "allow|ratelimit.allow|$native"
+    "consume|ratelimit.consume|${native/engine:\'table\'/engine:\'memory\'}"
+    "consume_many|ratelimit.consume_many|$batch"
+    "peek_many|ratelimit.peek_many|$batch"
+    "reset|ratelimit.reset|key:'hostile-k';engine:'table'"
+    "block|ratelimit.block|key:'hostile-k';duration:'1 minute';engine:'table'"
+    "check|ratelimit.check|policy:'activity.create_post';subject:'hostile-s';policy_cost:1"
+    "check_all|ratelimit.check_all|policies:ARRAY['activity.create_post'];subjects:ARRAY['hostile-s'];policy_cost:1"
+    "check_many|ratelimit.check_many|policy:'activity.create_post';subjects:ARRAY['hostile-s', 'hostile-t'];policy_cost:1"
+    "check_http|ratelimit.check_http|policies:ARRAY['activity.create_post'];subjects:ARRAY['hostile-s'];policy_cost:1;tier:NULL;ip:NULL;user:NULL;format:'iso8601';shape:'error_message'"
+    "check_rate_limit|public.check_rate_limit|key:'hostile-k';limit:5;window:60;cost:1"
+    "check_rate_limit|public.check_rate_limit|rpc:p_rpc_name => 'hostile-rpc';limit:p_max_calls => 2;minutes:p_window_minutes => 1|$as_hostile"
+    "check_rate_limit_for_user|public.check_rate_limit_for_user|user_id:'$hostile_user'::uuid;rpc:'hostile-rpc';limit:2;minutes:1|SET ROLE service_role;"
+    "increment_rate_limit|public.increment_rate_limit|user_id:'$hostile_user'::uuid;rpc:'hostile-endpoint';limit:3;window:3600;increment:1|$as_hostile"
+)
+shard_state="SELECT (SELECT count(*) FROM ratelimit.key_state), (SELECT count(*) FROM ratelimit.key_state_unlogged),
+                     (SELECT entries FROM ratelimit.memory_stats), (SELECT count(*) FROM public.rpc_rate_limits),
+                     (SELECT count(*) FROM public.rate_limits), (SELECT count(*) FROM public.rate_limit_buckets)"
+state_before="$(for name in shard1 shard2; do q "$name" -c "$shard_state"; done)"
+hostile_checks=0
+hostile_mismatches=()
+for spec in "${routed_calls[@]}"; do
+    IFS='|' read -r routed local args setup <<<"$spec"
+    IFS=';' read -r -a arguments <<<"$args"
+    for ((i = 0; i < ${#arguments[@]}; i++)); do
+        kind="${arguments[$i]%%:*}"
+        [ -n "${bad_values[$kind]:-}" ] || continue
+        IFS='|' read -r -a values <<<"${bad_values[$kind]}"
+        for value in "${values[@]}"; do
+            list=""
+            for ((j = 0; j < ${#arguments[@]}; j++)); do
+                item="${arguments[$j]#*:}"
+                if [ "$j" -eq "$i" ]; then
+                    # A named argument keeps its name.
+                    if [[ "$item" == *" => "* ]]; then item="${item%%=> *}=> $value"; else item="$value"; fi
+                fi
+                list="${list:+$list, }$item"
+            done
+            routed_answer="$(q router -c "${setup:-} SELECT ratelimit_router.$routed($list)" 2>&1 | head -1 || true)"
+            local_answer="$(q direct -c "${setup:-} SELECT $local($list)" 2>&1 | head -1 || true)"
+            hostile_checks=$((hostile_checks + 1))
+            if [[ "$routed_answer" != ERROR:* || "$routed_answer" != "$local_answer" ]]; then
+                hostile_mismatches+=("$routed($list): router \"$routed_answer\", locally \"$local_answer\"")
+            fi
+        done
+    done
+done
+is "$(printf '%s\n' "${hostile_mismatches[@]}" | grep -c . || true)" 0 "$hostile_checks bad calls refused on the router with the local message"
+printf '#   %s\n' "${hostile_mismatches[@]}" | grep -v '^#   $' || true
+is "$(for name in shard1 shard2; do q "$name" -c "$shard_state"; done)" \
+    "$state_before" "and none of them reached a shard's state"
+
+is "$(q router -c "SELECT string_agg(ratelimit_router.allow('allow-key', 2, '1 hour')::text, ',') FROM generate_series(1, 3)")" \
+    "true,true,false" "allow through the router: 2 of 3"
+is "$(q "shard$(q router -c "SELECT ratelimit_router.shard_of('allow-key')")" -c "SELECT amount FROM ratelimit.key_state WHERE key = 'allow-key'")" \
+    2 "counted on its shard"
+
 echo "# exactness under 16 connections through the router"
 # Each client decides every key 8 times; 16 clients, 6 keys: 128 attempts a key, against limits
 # of 37 and 41. Exact means each key allowed exactly its limit.
