@@ -6,12 +6,19 @@
 // headers, then `capacity` slots, `capacity` bucket heads and the log blocks. Partition p owns
 // a contiguous run of slots, buckets and log blocks; a key lives in the partition its hash
 // picks, chained from one of that partition's buckets. Each partition keeps its own free lists
-// and its own LRU list (most recently used first), so nothing is shared between partitions and
-// each can be locked on its own; only the databases' counts are shared, as atomic counters.
+// and its own use count, so nothing is shared between partitions and each can be locked on its
+// own; only the databases' counts are shared, as atomic counters.
+//
+// Recency. Each use of a key stamps its slot with the partition's next use count. Eviction
+// compares the stamps of a bounded sample of the partition's slots and takes the oldest, as
+// Redis approximates LRU: a use writes only the slot it already holds, where a linked LRU list
+// would also write the slot's two neighbours and the list's front, three more cache misses on
+// every call over many keys. A partition of at most kMemoryEvictionWalk slots is sampled whole,
+// so there the least recently used key is exactly the one taken.
 //
 // Locking is the caller's (src/pg/memory_engine.cpp): every method that takes a partition
 // needs that partition's lock, exclusive for anything that writes (every decision writes,
-// because using a key moves it to the front of the LRU), shared for stats().
+// because using a key stamps it), shared for stats().
 //
 // Keys are stored as their 128-bit keyed hash (ratelimit/key_hash.hpp), never as text: a slot
 // has a fixed size whatever the key's length. Two keys share a slot only if their hashes
@@ -33,6 +40,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ratelimit/algorithms.hpp"
 #include "ratelimit/key_hash.hpp"
@@ -61,8 +69,9 @@ std::int64_t default_memory_log_blocks(std::int64_t capacity) noexcept;
 // (reported with OID 0).
 constexpr int kMaxMemoryDatabases = 1024;
 
-// An eviction looks for a slot of the caller's database among this many of the partition's
-// least recently used slots, so that a full partition never costs a walk of all its slots.
+// An eviction takes the least recently used slot of the caller's database among this many of the
+// partition's slots, looked at in turn from where the previous eviction stopped, so that a full
+// partition never costs a walk of all its slots.
 constexpr int kMemoryEvictionWalk = 64;
 
 constexpr std::uint32_t kNoSlot = UINT32_MAX;
@@ -86,8 +95,7 @@ union SlotState {
 
 struct MemorySlot {
     KeyHash key;
-    std::uint32_t newer;       // LRU neighbour towards the most recently used, or kNoSlot
-    std::uint32_t older;       // LRU neighbour towards the least recently used, or kNoSlot
+    std::uint64_t last_use;    // the partition's use count at the key's last use
     std::uint32_t chain_next;  // next slot of the same bucket (or of the free list), or kNoSlot
     std::uint16_t database;    // 1 + the database's row in the store's table; 0: a free slot
     std::int8_t algorithm;     // Algorithm, as stored
@@ -216,10 +224,8 @@ class MemoryStore {
 
     // Asks the CPU to fetch `key`'s bucket head (its address alone: no lock needed).
     void prefetch_bucket(int partition, const KeyHash& key) const noexcept;
-    // Asks for the first slot of `key`'s chain and, when that slot holds `key`, for its LRU
-    // neighbours, which the decision moves it between. The caller holds `partition`'s lock.
+    // Asks for the first slot of `key`'s chain. The caller holds `partition`'s lock.
     void prefetch_slot(int partition, const KeyHash& key) const noexcept;
-    void prefetch_neighbours(int partition, const KeyHash& key) const noexcept;
 
     // ---- the caller holds `partition`'s lock exclusively ----
 
@@ -279,7 +285,7 @@ class MemoryStore {
     template <typename Visit>
     void for_each_oldest_first(int partition, Visit&& visit) const {
         SavedSlot saved;
-        for (std::uint32_t i = oldest_index(partition); i != kNoSlot; i = slots_[i].newer) {
+        for (const std::uint32_t i : slots_oldest_first(partition)) {
             saved_form(slots_[i], saved);
             visit(static_cast<const SavedSlot&>(saved));
         }
@@ -296,7 +302,7 @@ class MemoryStore {
 
     explicit MemoryStore(void* block) noexcept;
 
-    std::uint32_t oldest_index(int partition) const noexcept;
+    std::vector<std::uint32_t> slots_oldest_first(int partition) const;
 
     PartitionHeader& partition_header(int partition) noexcept;
     const PartitionHeader& partition_header(int partition) const noexcept;
@@ -311,8 +317,6 @@ class MemoryStore {
                    bool want_block, const KeyHash* keep, int keep_count) noexcept;
     void free_expired(PartitionHeader& header, Micros now, const KeyHash* keep = nullptr,
                       int keep_count = 0) noexcept;
-    void unlink_lru(PartitionHeader& header, std::uint32_t index) noexcept;
-    void push_newest(PartitionHeader& header, std::uint32_t index) noexcept;
     void touch(PartitionHeader& header, std::uint32_t index) noexcept;
     void free_slot(PartitionHeader& header, std::uint32_t index) noexcept;
     std::uint32_t take_block(PartitionHeader& header) noexcept;

@@ -30,9 +30,10 @@ struct MemoryStore::PartitionHeader {
     std::uint32_t first;  // the partition's slots and buckets are [first, first + count)
     std::uint32_t count;
     std::uint32_t used;
-    std::uint32_t newest;  // LRU list ends
-    std::uint32_t oldest;
     std::uint32_t free_head;
+    // Where the next eviction starts looking, in [0, count): successive evictions look at
+    // successive runs of slots.
+    std::uint32_t sample_at;
     std::uint32_t log_first;  // its log blocks are [log_first, log_first + log_count)
     std::uint32_t log_count;
     std::uint32_t log_used;
@@ -41,6 +42,7 @@ struct MemoryStore::PartitionHeader {
     // counted; given back by release().
     std::uint32_t claimed;
     std::uint32_t full;  // the last look for a new key's slot found none free or expired
+    std::uint64_t uses;  // the last stamp given to a slot (MemorySlot::last_use)
     // No slot of the partition expires before this: a full partition scans for expired slots
     // only from then on. Lowered whenever a slot gets an earlier expiry.
     Micros next_expiry;
@@ -119,12 +121,17 @@ MemoryStore MemoryStore::create(void* block, std::int64_t capacity, std::int64_t
         const auto count = static_cast<std::uint32_t>(base + (p < extra ? 1 : 0));
         const auto log_count = static_cast<std::uint32_t>(log_base + (p < log_extra ? 1 : 0));
         PartitionHeader& part = store.partitions_[p];
-        part = PartitionHeader{first,   count, 0, kNoSlot, kNoSlot, first, log_first, log_count, 0,
-                               kNoSlot, 0,     0, kNever,  0,       0,     0,         0,         0};
+        part = PartitionHeader{};
+        part.first = first;
+        part.count = count;
+        part.free_head = first;
+        part.log_first = log_first;
+        part.log_count = log_count;
+        part.log_free = kNoSlot;
+        part.next_expiry = kNever;
         for (std::uint32_t i = first; i < first + count; ++i) {
             MemorySlot& slot = store.slots_[i];
             std::memset(static_cast<void*>(&slot), 0, sizeof(MemorySlot));
-            slot.newer = slot.older = kNoSlot;
             slot.chain_next = i + 1 < first + count ? i + 1 : kNoSlot;
             store.buckets_[i] = kNoSlot;
         }
@@ -198,8 +205,18 @@ std::uint32_t& MemoryStore::bucket_of(const PartitionHeader& header, const KeyHa
     return buckets_[header.first + key.low % header.count];
 }
 
-std::uint32_t MemoryStore::oldest_index(int partition) const noexcept {
-    return partitions_[partition].oldest;
+std::vector<std::uint32_t> MemoryStore::slots_oldest_first(int partition) const {
+    const PartitionHeader& header = partitions_[partition];
+    std::vector<std::uint32_t> held;
+    held.reserve(header.used);
+    for (std::uint32_t i = header.first; i < header.first + header.count; ++i) {
+        if (slots_[i].database != 0)
+            held.push_back(i);
+    }
+    std::sort(held.begin(), held.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return slots_[a].last_use < slots_[b].last_use;
+    });
+    return held;
 }
 
 std::uint32_t MemoryStore::index_of(const MemorySlot& slot) const noexcept {
@@ -222,17 +239,6 @@ void MemoryStore::prefetch_slot(int partition, const KeyHash& key) const noexcep
         __builtin_prefetch(&slots_[head], 1);
 }
 
-void MemoryStore::prefetch_neighbours(int partition, const KeyHash& key) const noexcept {
-    const PartitionHeader& header = partitions_[partition];
-    const std::uint32_t head = buckets_[header.first + key.low % header.count];
-    if (head == kNoSlot || !(slots_[head].key == key))
-        return;
-    if (slots_[head].newer != kNoSlot)
-        __builtin_prefetch(&slots_[slots_[head].newer], 1);
-    if (slots_[head].older != kNoSlot)
-        __builtin_prefetch(&slots_[slots_[head].older], 1);
-}
-
 MemorySlot* MemoryStore::find(int partition, const KeyHash& key) noexcept {
     for (std::uint32_t i = bucket_of(partitions_[partition], key); i != kNoSlot;
          i = slots_[i].chain_next) {
@@ -242,35 +248,8 @@ MemorySlot* MemoryStore::find(int partition, const KeyHash& key) noexcept {
     return nullptr;
 }
 
-void MemoryStore::unlink_lru(PartitionHeader& header, std::uint32_t index) noexcept {
-    MemorySlot& slot = slots_[index];
-    if (slot.newer != kNoSlot)
-        slots_[slot.newer].older = slot.older;
-    else
-        header.newest = slot.older;
-    if (slot.older != kNoSlot)
-        slots_[slot.older].newer = slot.newer;
-    else
-        header.oldest = slot.newer;
-    slot.newer = slot.older = kNoSlot;
-}
-
-void MemoryStore::push_newest(PartitionHeader& header, std::uint32_t index) noexcept {
-    MemorySlot& slot = slots_[index];
-    slot.newer = kNoSlot;
-    slot.older = header.newest;
-    if (header.newest != kNoSlot)
-        slots_[header.newest].newer = index;
-    header.newest = index;
-    if (header.oldest == kNoSlot)
-        header.oldest = index;
-}
-
 void MemoryStore::touch(PartitionHeader& header, std::uint32_t index) noexcept {
-    if (header.newest == index)
-        return;
-    unlink_lru(header, index);
-    push_newest(header, index);
+    slots_[index].last_use = ++header.uses;
 }
 
 std::uint32_t MemoryStore::take_block(PartitionHeader& header) noexcept {
@@ -294,7 +273,6 @@ void MemoryStore::free_slot(PartitionHeader& header, std::uint32_t index) noexce
     while (*link != index)
         link = &slots_[*link].chain_next;
     *link = slot.chain_next;
-    unlink_lru(header, index);
     if (has_log_block(slot))
         free_block(header, slot.state.log.block);
     databases_[slot.database - 1].entries.fetch_sub(1, std::memory_order_relaxed);
@@ -341,22 +319,31 @@ bool MemoryStore::claim_share(const Tenant& tenant, std::int64_t slots) noexcept
 
 bool MemoryStore::evict_one(PartitionHeader& header, const Tenant& tenant, bool any_database,
                             bool want_block, const KeyHash* keep, int keep_count) noexcept {
-    int walked = 0;
-    for (std::uint32_t i = header.oldest; i != kNoSlot && walked < kMemoryEvictionWalk;
-         i = slots_[i].newer, ++walked) {
+    // A partition of at most kMemoryEvictionWalk slots is looked at whole; a larger one a run at
+    // a time, the next eviction going on from where this one stopped.
+    const std::uint32_t walk = std::min<std::uint32_t>(header.count, kMemoryEvictionWalk);
+    const std::uint32_t start = header.count > walk ? header.sample_at : 0;
+    std::uint32_t victim = kNoSlot;
+    for (std::uint32_t k = 0; k < walk; ++k) {
+        const std::uint32_t i = header.first + (start + k) % header.count;
         const MemorySlot& slot = slots_[i];
-        if (!any_database && slot.database != tenant.database + 1)
+        if (slot.database == 0 || (!any_database && slot.database != tenant.database + 1))
             continue;
         if ((want_block && !has_log_block(slot)) || kept(slot.key, keep, keep_count))
             continue;
-        const int row = slot.database - 1;
-        free_slot(header, i);
-        ++header.evictions;
-        databases_[row].evictions.fetch_add(1, std::memory_order_relaxed);
-        ++room_.evicted;
-        return true;
+        if (victim == kNoSlot || slot.last_use < slots_[victim].last_use)
+            victim = i;
     }
-    return false;
+    if (header.count > walk)
+        header.sample_at = (start + walk) % header.count;
+    if (victim == kNoSlot)
+        return false;
+    const int row = slots_[victim].database - 1;
+    free_slot(header, victim);
+    ++header.evictions;
+    databases_[row].evictions.fetch_add(1, std::memory_order_relaxed);
+    ++room_.evicted;
+    return true;
 }
 
 void MemoryStore::count_refusal(PartitionHeader& header, const Tenant& tenant,
@@ -427,7 +414,7 @@ MemorySlot* MemoryStore::insert(PartitionHeader& header, const KeyHash& key, Mic
     std::uint32_t& bucket = bucket_of(header, key);
     slot.chain_next = bucket;
     bucket = index;
-    push_newest(header, index);
+    touch(header, index);
     return &slot;
 }
 
@@ -547,14 +534,6 @@ Decision MemoryStore::decide(int partition, const KeyHash& key, const Limit& lim
     PartitionHeader& header = partitions_[partition];
     MemorySlot* slot = find(partition, key);
     if (slot != nullptr) {
-        // The slot moves to the front of the LRU list after the decision: its neighbours and the
-        // front are fetched while it decides.
-        if (slot->newer != kNoSlot) {
-            __builtin_prefetch(&slots_[slot->newer], 1);
-            __builtin_prefetch(&slots_[header.newest], 1);
-        }
-        if (slot->older != kNoSlot)
-            __builtin_prefetch(&slots_[slot->older], 1);
         load_state(*slot, scratch);
     } else {
         scratch.algorithm = Algorithm::kNone;

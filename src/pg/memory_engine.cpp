@@ -6,7 +6,7 @@
 //    different keys rarely meet on a lock, and calls on one key are serialised on one lock:
 //    that is what makes the counts exact under any number of connections.
 //  - Every decision (consume, peek, refund), block and reset takes its partition's lock
-//    exclusively: each of them writes, if only to move the key to the front of the LRU list.
+//    exclusively: each of them writes, if only to stamp the key as just used.
 //    The lock is held only while the core reads and writes the slot: no allocation, no I/O, no
 //    PostgreSQL call happens under it.
 //  - Stats and snapshots take each partition's lock shared, one partition at a time, so they
@@ -16,9 +16,9 @@
 //
 // Room. The store never forgets a key that has not expired on its own: when a new key finds no
 // room, ratelimit.memory_when_full decides (deny: the consume is denied and nothing stored;
-// error: the call fails with 53200; evict: the least recently used key of the same database
-// goes). The first refusal or live eviction after a quiet minute logs a WARNING saying how many
-// and what to raise.
+// error: the call fails with 53200; evict: the least recently used of a sample of the same
+// database's keys goes). The first refusal or live eviction after a quiet minute logs a WARNING
+// saying how many and what to raise.
 //
 // Nothing here is transactional: a decision is in shared memory the moment the lock is
 // released, whatever the caller's transaction does next, and no WAL is written, so the engine
@@ -26,7 +26,7 @@
 //
 // The file. At a clean shutdown the postmaster writes the store to pg_stat/ (a temp file, then
 // durable_rename); at start it reads it back, checks its magic, version, sizes and CRC, and
-// restores the keys that have not expired, oldest first, so the LRU order survives too. The
+// restores the keys that have not expired, oldest first, so the order of use survives too. The
 // states hold absolute instants of the server clock (microseconds since the Unix epoch), so
 // restoring them needs no translation: a key whose window ended while the server was down
 // decides as fresh, and a clock that went back is time standing still, as everywhere else.
@@ -444,7 +444,7 @@ void define_memory_settings() {
         "What the memory engine does with a new key when there is no room for it: deny, error "
         "or evict.",
         "deny: the call is denied and nothing is stored; error: the call fails (SQLSTATE "
-        "53200); evict: the least recently used key of the same database is forgotten. Keys "
+        "53200); evict: the least recently used of 64 keys of the same database is forgotten. Keys "
         "that have expired are always reclaimed first.",
         &when_full_setting, kWhenFullDeny, kWhenFullOptions, PGC_SUSET, 0, nullptr, nullptr,
         nullptr);
@@ -554,9 +554,9 @@ void memory_decide_each(const MemoryKey* keys, std::size_t count, const Limit& l
     // A run holds its partition's lock for at most this many decisions, so that other sessions
     // wait no longer for a batch than for a few single calls.
     constexpr std::size_t kRun = 32;
-    // How far ahead the cache is asked for: a bucket head, then the slot it names, then that
-    // slot's LRU neighbours, each a few decisions before it is needed.
-    constexpr std::size_t kBucketAhead = 6, kSlotAhead = 4, kNeighbourAhead = 2;
+    // How far ahead the cache is asked for: a bucket head, then the slot it names, each a few
+    // decisions before it is needed.
+    constexpr std::size_t kBucketAhead = 6, kSlotAhead = 4;
     KeyState& scratch = scratch_state();
     const Tenant tenant = current_tenant();
     MemoryStore hints = MemoryStore::attach(store_block());
@@ -578,8 +578,6 @@ void memory_decide_each(const MemoryKey* keys, std::size_t count, const Limit& l
                                           keys[order[at + kBucketAhead]].hash);
                 if (at + kSlotAhead < end)
                     store.prefetch_slot(partition, keys[order[at + kSlotAhead]].hash);
-                if (at + kNeighbourAhead < end)
-                    store.prefetch_neighbours(partition, keys[order[at + kNeighbourAhead]].hash);
                 const std::uint32_t i = order[at++];
                 decisions[i] = store.decide(partition, keys[i].hash, limit, now, cost, action,
                                             scratch, tenant);

@@ -5,6 +5,7 @@
 // share; saving and restoring keeps states, databases and LRU order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -264,6 +265,45 @@ TEST(MemoryStore, FullPartitionEvictsTheLeastRecentlyUsedWhenTold) {
     EXPECT_EQ(store->stats(0).entries, slots);
     EXPECT_EQ(store.decide(keys[0], limit, kStart, 0, Action::kPeek).remaining, 4);
     EXPECT_EQ(store.decide(keys[1], limit, kStart, 0, Action::kPeek).remaining, 5);  // fresh
+}
+
+TEST(MemoryStore, ALargePartitionEvictsTheOldestOfTheKeysItLooksAt) {
+    // 256 slots a partition: an eviction looks at 64 of them, so the key it takes is older than
+    // at least 63 others, whatever order they were used in.
+    Store store(kMemoryPartitions * 256);
+    const int slots = static_cast<int>(store->stats(0).capacity);
+    ASSERT_EQ(slots, 256);
+    const std::vector<std::string> keys = store.keys_in(0, slots + 200);
+    const Limit limit = limit_of(Algorithm::kFixedWindow, 5, kMicrosPerMinute);
+    std::vector<int> order(slots);
+    for (int i = 0; i < slots; ++i) {
+        order[i] = i;
+        store.decide(keys[i], limit, kStart, 1);
+    }
+    std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+    for (const int i : order)
+        store.decide(keys[i], limit, kStart, 0, Action::kPeek);
+    auto held_oldest_first = [&] {
+        std::vector<KeyHash> held;
+        store->for_each_oldest_first(0, [&](const SavedSlot& saved) { held.push_back(saved.key); });
+        return held;
+    };
+    for (int n = 0; n < 200; ++n) {
+        const std::vector<KeyHash> before = held_oldest_first();
+        ASSERT_TRUE(
+            store.decide(keys[slots + n], limit, kStart, 1, Action::kConsume, evicting()).allowed);
+        ASSERT_EQ(store->last_room().evicted, 1);
+        const std::vector<KeyHash> after = held_oldest_first();
+        ASSERT_EQ(after.size(), before.size());
+        ASSERT_EQ(after.back(), store.hash(keys[slots + n])) << "the new key is the most recent";
+        // The one key of `before` missing from `after` is the evicted one.
+        std::size_t rank = 0;
+        while (rank < before.size() &&
+               std::find(after.begin(), after.end(), before[rank]) != after.end())
+            ++rank;
+        ASSERT_LT(rank, before.size());
+        EXPECT_LE(rank, before.size() - kMemoryEvictionWalk) << "eviction " << n;
+    }
 }
 
 TEST(MemoryStore, ManyKeysIntoASmallStoreNeverLoseAKeyUsedOften) {
