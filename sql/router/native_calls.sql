@@ -25,33 +25,39 @@ AS $$
 $$;
 
 CREATE FUNCTION ratelimit_router.shard_consume(p_hash integer, p_key text, p_limit integer,
-    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer)
+    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer,
+    p_time_zone text)
 RETURNS ratelimit.decision
 LANGUAGE plproxy
 AS $$
     CLUSTER 'ratelimit_router';
     RUN ON p_hash;
-    SELECT * FROM ratelimit.consume(p_key, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst);
+    SELECT * FROM ratelimit.consume(p_key, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst,
+                                 p_time_zone);
 $$;
 
 CREATE FUNCTION ratelimit_router.shard_peek(p_hash integer, p_key text, p_limit integer,
-    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer)
+    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer,
+    p_time_zone text)
 RETURNS ratelimit.decision
 LANGUAGE plproxy
 AS $$
     CLUSTER 'ratelimit_router';
     RUN ON p_hash;
-    SELECT * FROM ratelimit.peek(p_key, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst);
+    SELECT * FROM ratelimit.peek(p_key, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst,
+                                 p_time_zone);
 $$;
 
 CREATE FUNCTION ratelimit_router.shard_refund(p_hash integer, p_key text, p_limit integer,
-    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer)
+    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer,
+    p_time_zone text)
 RETURNS ratelimit.decision
 LANGUAGE plproxy
 AS $$
     CLUSTER 'ratelimit_router';
     RUN ON p_hash;
-    SELECT * FROM ratelimit.refund(p_key, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst);
+    SELECT * FROM ratelimit.refund(p_key, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst,
+                                 p_time_zone);
 $$;
 
 CREATE FUNCTION ratelimit_router.shard_reset(p_hash integer, p_key text, p_engine text)
@@ -78,7 +84,7 @@ $$;
 -- each answer comes back with its position (unnest expands the decisions into their columns).
 CREATE FUNCTION ratelimit_router.shard_consume_many(p_hashes integer[], p_positions integer[],
     p_keys text[], p_limit integer, p_period interval, p_cost integer, p_algorithm text,
-    p_engine text, p_burst integer)
+    p_engine text, p_burst integer, p_time_zone text)
 RETURNS TABLE(key_position integer, allowed boolean, "limit" integer, remaining integer,
               retry_after_ms bigint, reset_after_ms bigint)
 LANGUAGE plproxy
@@ -87,12 +93,12 @@ AS $$
     SPLIT p_hashes, p_positions, p_keys;
     RUN ON p_hashes;
     SELECT u.* FROM unnest(p_positions, ratelimit.consume_many(p_keys, p_limit, p_period, p_cost, p_algorithm,
-                                                    p_engine, p_burst)) AS u(key_position);
+                                                    p_engine, p_burst, p_time_zone)) AS u(key_position);
 $$;
 
 CREATE FUNCTION ratelimit_router.shard_peek_many(p_hashes integer[], p_positions integer[],
     p_keys text[], p_limit integer, p_period interval, p_cost integer, p_algorithm text,
-    p_engine text, p_burst integer)
+    p_engine text, p_burst integer, p_time_zone text)
 RETURNS TABLE(key_position integer, allowed boolean, "limit" integer, remaining integer,
               retry_after_ms bigint, reset_after_ms bigint)
 LANGUAGE plproxy
@@ -101,14 +107,28 @@ AS $$
     SPLIT p_hashes, p_positions, p_keys;
     RUN ON p_hashes;
     SELECT u.* FROM unnest(p_positions, ratelimit.peek_many(p_keys, p_limit, p_period, p_cost, p_algorithm,
-                                                 p_engine, p_burst)) AS u(key_position);
+                                                 p_engine, p_burst, p_time_zone)) AS u(key_position);
 $$;
 
--- The arguments are checked on the router by the extension's own rules, at the cost of a peek on
--- the router's own (empty) state tables: it checks the key, the limit, the period, the cost, the
--- algorithm, the burst and the engine's name. The memory engine's rules are the table engine's,
--- so a memory call is checked as a table one (the router needs no preloaded library). The peek
--- is a plpgsql assignment, evaluated without a plan of its own.
+-- The arguments are checked on the router by the extension's own code, as the shard reads them
+-- (the key or keys, the limit, the period and time zone, the cost, the algorithm, the engine, the
+-- burst), and nothing is decided: the router needs no state and no preloaded library.
+CREATE FUNCTION ratelimit_router.limit_arguments(p_key text, p_limit integer, p_period interval,
+    p_cost integer, p_algorithm text, p_engine text, p_burst integer, p_time_zone text)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_limit_arguments';
+
+CREATE FUNCTION ratelimit_router.many_arguments(p_keys text[], p_limit integer, p_period interval,
+    p_cost integer, p_algorithm text, p_engine text, p_burst integer, p_time_zone text)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_many_arguments';
+
+CREATE FUNCTION ratelimit_router.reset_arguments(p_key text, p_engine text)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_reset_arguments';
 
 -- The answer for a key whose shard could not answer, under on_shard_error allow or deny.
 CREATE FUNCTION ratelimit_router.unavailable_decision(p_allowed boolean, p_limit integer)
@@ -121,29 +141,29 @@ $$;
 
 -- consume, peek and refund share one body: p_call says which.
 CREATE FUNCTION ratelimit_router.routed_native_call(p_call text, p_key text, p_limit integer,
-    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer)
+    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer,
+    p_time_zone text)
 RETURNS ratelimit.decision
 LANGUAGE plpgsql
 AS $$
 DECLARE
     v_hash integer;
     v_policy text;
-    v_checked ratelimit.decision;
 BEGIN
-    v_checked := ratelimit.peek(p_key, p_limit, p_period, p_cost, p_algorithm,
-                                CASE WHEN p_engine = 'memory' THEN 'table' ELSE p_engine END, p_burst);
+    PERFORM ratelimit_router.limit_arguments(p_key, p_limit, p_period, p_cost, p_algorithm, p_engine,
+                                             p_burst, p_time_zone);
     v_hash := ratelimit_router.routing_hash(p_key);
     FOR v_attempt IN 1 .. 2 LOOP
         BEGIN
             IF p_call = 'consume' THEN
                 RETURN ratelimit_router.shard_consume(v_hash, p_key, p_limit, p_period, p_cost,
-                                                      p_algorithm, p_engine, p_burst);
+                                                      p_algorithm, p_engine, p_burst, p_time_zone);
             ELSIF p_call = 'peek' THEN
                 RETURN ratelimit_router.shard_peek(v_hash, p_key, p_limit, p_period, p_cost,
-                                                   p_algorithm, p_engine, p_burst);
+                                                   p_algorithm, p_engine, p_burst, p_time_zone);
             ELSE
                 RETURN ratelimit_router.shard_refund(v_hash, p_key, p_limit, p_period, p_cost,
-                                                     p_algorithm, p_engine, p_burst);
+                                                     p_algorithm, p_engine, p_burst, p_time_zone);
             END IF;
         EXCEPTION
             WHEN query_canceled OR OTHERS THEN
@@ -165,44 +185,44 @@ $$;
 
 CREATE FUNCTION ratelimit_router.consume(p_key text, p_limit integer, p_period interval,
     p_cost integer DEFAULT 1, p_algorithm text DEFAULT 'fixed_window', p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL, p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision
 LANGUAGE sql
 AS $$
     SELECT ratelimit_router.routed_native_call('consume', p_key, p_limit, p_period, p_cost,
-                                               p_algorithm, p_engine, p_burst)
+                                               p_algorithm, p_engine, p_burst, p_time_zone)
 $$;
 
 CREATE FUNCTION ratelimit_router.peek(p_key text, p_limit integer, p_period interval,
     p_cost integer DEFAULT 1, p_algorithm text DEFAULT 'fixed_window', p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL, p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision
 LANGUAGE sql
 AS $$
     SELECT ratelimit_router.routed_native_call('peek', p_key, p_limit, p_period, p_cost,
-                                               p_algorithm, p_engine, p_burst)
+                                               p_algorithm, p_engine, p_burst, p_time_zone)
 $$;
 
 CREATE FUNCTION ratelimit_router.refund(p_key text, p_limit integer, p_period interval,
     p_cost integer DEFAULT 1, p_algorithm text DEFAULT 'fixed_window', p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL, p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision
 LANGUAGE sql
 AS $$
     SELECT ratelimit_router.routed_native_call('refund', p_key, p_limit, p_period, p_cost,
-                                               p_algorithm, p_engine, p_burst)
+                                               p_algorithm, p_engine, p_burst, p_time_zone)
 $$;
 
 -- consume for callers that need only the answer, as the local allow: a shard that cannot answer
 -- gives on_shard_error's answer (allow: true, deny: false).
 CREATE FUNCTION ratelimit_router.allow(p_key text, p_limit integer, p_period interval,
     p_cost integer DEFAULT 1, p_algorithm text DEFAULT 'fixed_window', p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL, p_time_zone text DEFAULT NULL)
 RETURNS boolean
 LANGUAGE sql
 AS $$
     SELECT (ratelimit_router.routed_native_call('consume', p_key, p_limit, p_period, p_cost,
-                                                p_algorithm, p_engine, p_burst)).allowed
+                                                p_algorithm, p_engine, p_burst, p_time_zone)).allowed
 $$;
 
 -- block's arguments, checked on the router by the extension's own code, nothing blocked.
@@ -217,11 +237,8 @@ CREATE FUNCTION ratelimit_router.reset(p_key text, p_engine text DEFAULT 'table'
 RETURNS boolean
 LANGUAGE plpgsql
 AS $$
-DECLARE
-    v_checked ratelimit.decision;
 BEGIN
-    v_checked := ratelimit.peek(p_key, 1, '1 second', 1, 'fixed_window',
-                                CASE WHEN p_engine = 'memory' THEN 'table' ELSE p_engine END, NULL);
+    PERFORM ratelimit_router.reset_arguments(p_key, p_engine);
     BEGIN
         RETURN ratelimit_router.shard_reset(ratelimit_router.routing_hash(p_key), p_key, p_engine);
     EXCEPTION WHEN admin_shutdown THEN
@@ -251,7 +268,8 @@ $$;
 -- policy's answer, the others their shard's, and no key is ever sent twice except after a
 -- restart's 57P01, which means that shard ran nothing.
 CREATE FUNCTION ratelimit_router.routed_batch_call(p_call text, p_keys text[], p_limit integer,
-    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer)
+    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer,
+    p_time_zone text)
 RETURNS ratelimit.decision[]
 LANGUAGE plpgsql
 AS $$
@@ -265,10 +283,9 @@ DECLARE
     v_shard_positions integer[];
     v_shard_keys text[];
     v_row record;
-    v_checked ratelimit.decision[];
 BEGIN
-    v_checked := ratelimit.peek_many(p_keys, p_limit, p_period, p_cost, p_algorithm,
-                                     CASE WHEN p_engine = 'memory' THEN 'table' ELSE p_engine END, p_burst);
+    PERFORM ratelimit_router.many_arguments(p_keys, p_limit, p_period, p_cost, p_algorithm, p_engine,
+                                            p_burst, p_time_zone);
     SELECT array_agg(ratelimit_router.routing_hash(k.key) ORDER BY k.n), array_agg(k.n::integer ORDER BY k.n)
     INTO v_hashes, v_positions
     FROM unnest(p_keys) WITH ORDINALITY AS k(key, n);
@@ -279,13 +296,13 @@ BEGIN
                                  r.reset_after_ms)::ratelimit.decision ORDER BY r.key_position)
             INTO v_result
             FROM ratelimit_router.shard_consume_many(v_hashes, v_positions, p_keys, p_limit, p_period,
-                                                     p_cost, p_algorithm, p_engine, p_burst) AS r;
+                                                     p_cost, p_algorithm, p_engine, p_burst, p_time_zone) AS r;
         ELSE
             SELECT array_agg(ROW(r.allowed, r."limit", r.remaining, r.retry_after_ms,
                                  r.reset_after_ms)::ratelimit.decision ORDER BY r.key_position)
             INTO v_result
             FROM ratelimit_router.shard_peek_many(v_hashes, v_positions, p_keys, p_limit, p_period,
-                                                  p_cost, p_algorithm, p_engine, p_burst) AS r;
+                                                  p_cost, p_algorithm, p_engine, p_burst, p_time_zone) AS r;
         END IF;
         RETURN v_result;
     END IF;
@@ -302,11 +319,11 @@ BEGIN
             BEGIN
                 FOR v_row IN
                     SELECT * FROM ratelimit_router.shard_consume_many(v_shard_hashes, v_shard_positions,
-                        v_shard_keys, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst)
+                        v_shard_keys, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst, p_time_zone)
                     WHERE p_call = 'consume'
                     UNION ALL
                     SELECT * FROM ratelimit_router.shard_peek_many(v_shard_hashes, v_shard_positions,
-                        v_shard_keys, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst)
+                        v_shard_keys, p_limit, p_period, p_cost, p_algorithm, p_engine, p_burst, p_time_zone)
                     WHERE p_call = 'peek'
                 LOOP
                     v_result[v_row.key_position] := ROW(v_row.allowed, v_row."limit", v_row.remaining,
@@ -335,20 +352,20 @@ $$;
 
 CREATE FUNCTION ratelimit_router.consume_many(p_keys text[], p_limit integer, p_period interval,
     p_cost integer DEFAULT 1, p_algorithm text DEFAULT 'fixed_window', p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL, p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision[]
 LANGUAGE sql
 AS $$
     SELECT ratelimit_router.routed_batch_call('consume', p_keys, p_limit, p_period, p_cost,
-                                              p_algorithm, p_engine, p_burst)
+                                              p_algorithm, p_engine, p_burst, p_time_zone)
 $$;
 
 CREATE FUNCTION ratelimit_router.peek_many(p_keys text[], p_limit integer, p_period interval,
     p_cost integer DEFAULT 1, p_algorithm text DEFAULT 'fixed_window', p_engine text DEFAULT 'table',
-    p_burst integer DEFAULT NULL)
+    p_burst integer DEFAULT NULL, p_time_zone text DEFAULT NULL)
 RETURNS ratelimit.decision[]
 LANGUAGE sql
 AS $$
     SELECT ratelimit_router.routed_batch_call('peek', p_keys, p_limit, p_period, p_cost,
-                                              p_algorithm, p_engine, p_burst)
+                                              p_algorithm, p_engine, p_burst, p_time_zone)
 $$;

@@ -253,6 +253,26 @@ Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_nam
     return decision_array(fcinfo, decisions.data(), decisions.size());
 }
 
+// The router's checks of the native calls' arguments (ratelimit_router.consume, peek, refund,
+// allow, consume_many, peek_many, reset): read as the calls read them, nothing decided, so that
+// bad input is refused before a shard is asked.
+Datum limit_arguments_body(FunctionCallInfo fcinfo) {
+    read_limit_call(fcinfo);
+    return static_cast<Datum>(0);
+}
+
+Datum many_arguments_body(FunctionCallInfo fcinfo) {
+    key_array_argument(fcinfo, 0, "p_key");
+    read_limit(fcinfo);
+    return static_cast<Datum>(0);
+}
+
+Datum reset_arguments_body(FunctionCallInfo fcinfo) {
+    key_argument(fcinfo, 0, "p_key");
+    read_engine(fcinfo, 1);
+    return static_cast<Datum>(0);
+}
+
 Datum consume_many_body(FunctionCallInfo fcinfo) {
     return many_call(fcinfo, Action::kConsume, "ratelimit.consume_many()");
 }
@@ -503,6 +523,9 @@ RATELIMIT_SQL_FUNCTION(ratelimit_refund, ratelimit::pg::refund_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset, ratelimit::pg::reset_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block, ratelimit::pg::block_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_block_arguments, ratelimit::pg::block_arguments_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_limit_arguments, ratelimit::pg::limit_arguments_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_many_arguments, ratelimit::pg::many_arguments_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_reset_arguments, ratelimit::pg::reset_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_consume_all, ratelimit::pg::consume_all_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_validate_limit, ratelimit::pg::validate_limit_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_memory_stats, ratelimit::pg::memory_stats_body)

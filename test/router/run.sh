@@ -119,6 +119,7 @@ declare -A bad_values=(
     [window]="NULL|0|-1"
     [format]="NULL|'bogus'"
     [shape]="NULL|'bogus'"
+    [zone]="'Mars/Olympus'|''"
     [rpc]="NULL|''|repeat('r', 300)"
     [user_id]="NULL"
     [minutes]="NULL|0|-1"
@@ -127,13 +128,15 @@ declare -A bad_values=(
 # The drop-ins for users run for a JWT caller, the one their p_user_id names.
 hostile_user=c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13
 as_hostile="SET ROLE authenticated; SET request.jwt.claims = '{\"sub\": \"$hostile_user\", \"role\": \"authenticated\"}';"
-native="key:'hostile-k';limit:5;period:'1 minute';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL"
-batch="keys:ARRAY['hostile-a', 'hostile-b'];limit:5;period:'1 minute';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL"
+native="key:'hostile-k';limit:5;period:'1 minute';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL;zone:NULL"
+batch="keys:ARRAY['hostile-a', 'hostile-b'];limit:5;period:'1 minute';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL;zone:NULL"
+calendar="key:'hostile-k';limit:5;period:'1 day';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL;zone:'Europe/Berlin'"
 routed_calls=(
     "consume|ratelimit.consume|$native"
     "peek|ratelimit.peek|$native"
     "refund|ratelimit.refund|$native"
     "allow|ratelimit.allow|$native"
+    "consume|ratelimit.consume|$calendar"
     "consume|ratelimit.consume|${native/engine:\'table\'/engine:\'memory\'}"
     "consume_many|ratelimit.consume_many|$batch"
     "peek_many|ratelimit.peek_many|$batch"
@@ -246,6 +249,8 @@ SELECT * FROM $s.check_all(ARRAY['activity.create_post', 'router.exact'], ARRAY[
 SELECT $s.check_http(ARRAY['activity.create_post'], ARRAY['cmp-user'], 1, NULL, NULL, NULL, 'unix', 'detailed') - 'headers';
 SELECT $s.block('cmp:c', '30 seconds');
 SELECT * FROM $s.consume('cmp:c', 3, '1 minute');
+SELECT * FROM $s.consume('cmp:day', 2, '1 day', 1, 'fixed_window', 'memory', NULL, 'Pacific/Auckland');
+SELECT * FROM unnest($s.consume_many(ARRAY['cmp:day', 'cmp:month'], 2, '1 month', p_time_zone => 'America/New_York'));
 SQL
 }
 routed=""
@@ -255,7 +260,7 @@ for clock in '2026-03-01 10:00:00+00' '2026-03-01 10:00:20+00' '2026-03-01 10:00
     routed+="$(sequence_sql ratelimit_router | q router 2>&1)"$'\n'
     direct+="$(sequence_sql ratelimit | q direct 2>&1)"$'\n'
 done
-is "$routed" "$direct" "13 calls at 4 instants: routed answers equal direct ones"
+is "$routed" "$direct" "15 calls at 4 instants (calendar windows among them): routed answers equal direct ones"
 echo "$routed" | grep -q "t|3|2|0|" && ok 0 "the comparison saw allowed decisions" || ok 1 "the comparison saw allowed decisions"
 echo "$routed" | grep -q "^f|" && ok 0 "and denied ones" || ok 1 "and denied ones"
 for name in shard1 shard2 direct; do
