@@ -24,6 +24,7 @@ CORE_OBJS = \
 	src/core/offender_table.o \
 	src/core/policy.o \
 	src/core/request_routes.o \
+	src/core/routing_key.o \
 	src/core/reservation_table.o \
 	src/core/second_buckets.o \
 	src/core/validation.o
@@ -51,6 +52,7 @@ PG_OBJS = \
 	src/pg/rate_limits.o \
 	src/pg/reservations.o \
 	src/pg/result_row.o \
+	src/pg/router_routing.o \
 	src/pg/rpc_rate_limits.o \
 	src/pg/spi_statement.o \
 	src/pg/state_engines.o \

@@ -18,22 +18,24 @@ CREATE TABLE ratelimit_router.cluster (
 );
 SELECT pg_catalog.pg_extension_config_dump('ratelimit_router.cluster', '');
 
--- The text a key is routed by: its hash tag when it has one, else the key.
+-- The text a key is routed by: its hash tag when it has one, else the key (the extension's own
+-- code, ratelimit/routing_key.hpp).
 CREATE FUNCTION ratelimit_router.routing_key(p_key text)
 RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    SELECT CASE WHEN pg_catalog.strpos(p_key, '{') = 0 THEN p_key
-                ELSE COALESCE(pg_catalog.substring(p_key, '^[^{]*\{([^}]+)\}'), p_key) END
-$$;
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS '$libdir/ratelimit', 'ratelimit_router_routing_key';
 
--- The value PL/Proxy's RUN ON masks into a partition number.
+-- The value PL/Proxy's RUN ON masks into a partition number: hashtext(routing_key(p_key)).
 CREATE FUNCTION ratelimit_router.routing_hash(p_key text)
 RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    SELECT pg_catalog.hashtext(ratelimit_router.routing_key(p_key))
-$$;
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS '$libdir/ratelimit', 'ratelimit_router_routing_hash';
+
+-- routing_hash of each key of a batch, in order, in one pass.
+CREATE FUNCTION ratelimit_router.routing_hashes(p_keys text[])
+RETURNS integer[]
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS '$libdir/ratelimit', 'ratelimit_router_routing_hashes';
 
 -- The configured cluster, or 55000 when configure() has not run.
 CREATE FUNCTION ratelimit_router.configured_cluster()

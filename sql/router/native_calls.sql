@@ -286,9 +286,8 @@ DECLARE
 BEGIN
     PERFORM ratelimit_router.many_arguments(p_keys, p_limit, p_period, p_cost, p_algorithm, p_engine,
                                             p_burst, p_time_zone);
-    SELECT array_agg(ratelimit_router.routing_hash(k.key) ORDER BY k.n), array_agg(k.n::integer ORDER BY k.n)
-    INTO v_hashes, v_positions
-    FROM unnest(p_keys) WITH ORDINALITY AS k(key, n);
+    v_hashes := ratelimit_router.routing_hashes(p_keys);
+    v_positions := ARRAY(SELECT pg_catalog.generate_series(1, pg_catalog.cardinality(p_keys)));
 
     IF v_policy = 'error' THEN
         IF p_call = 'consume' THEN

@@ -244,10 +244,8 @@ DECLARE
     v_row record;
 BEGIN
     PERFORM ratelimit_router.check_many_arguments(p_policy, p_subjects, p_cost, p_tier, p_ip, p_user);
-    SELECT pg_catalog.array_agg(ratelimit_router.routing_hash(k.key) ORDER BY k.n),
-           pg_catalog.array_agg(k.n::integer ORDER BY k.n)
-    INTO v_hashes, v_positions
-    FROM pg_catalog.unnest(p_subjects) WITH ORDINALITY AS k(key, n);
+    v_hashes := ratelimit_router.routing_hashes(p_subjects);
+    v_positions := ARRAY(SELECT pg_catalog.generate_series(1, pg_catalog.cardinality(p_subjects)));
 
     IF v_policy = 'error' THEN
         SELECT pg_catalog.array_agg(ROW(r.allowed, r.policy, r."limit", r.remaining, r.retry_after_ms,

@@ -69,6 +69,12 @@ echo "# routing"
 is "$(q router -c "SELECT ratelimit_router.routing_key('cart:{user-7}'), ratelimit_router.routing_key('a{}{b}'), ratelimit_router.routing_key('plain')")" \
     "user-7|a{}{b}|plain" "hash tags as Redis Cluster reads them"
 is "$(q router -c "SELECT count(DISTINCT ratelimit_router.shard_of(k || ':{tag-9}')) FROM generate_series(1, 50) AS k")" 1 "keys sharing a tag share a shard"
+is "$(q router -c "SELECT count(*) FROM generate_series(1, 2000) AS i,
+                     LATERAL (VALUES ('k' || i), ('cart:{u' || i % 37 || '}'), ('café:{€' || i || '}'), ('a{}{' || i || '}')) AS v(k)
+                   WHERE ratelimit_router.routing_hash(k) IS DISTINCT FROM pg_catalog.hashtext(ratelimit_router.routing_key(k))")" \
+    0 "routing_hash is hashtext of the routing key (8,000 keys, tags and multibyte text among them)"
+is "$(q router -c "SELECT ratelimit_router.routing_hashes(ARRAY['a', 'cart:{u1}', NULL]) = ARRAY[hashtext('a'), hashtext('u1'), NULL]")" \
+    t "routing_hashes: each key's, in order"
 q router -c "SELECT count(*) FROM generate_series(1, 200) AS k, ratelimit_router.consume('placed-' || k, 5, '1 hour') AS d" >/dev/null
 expected_placement="$(q router -c "SELECT 'placed-' || k || '=' || ratelimit_router.shard_of('placed-' || k) FROM generate_series(1, 200) AS k ORDER BY 1")"
 actual_placement="$( { q shard1 -c "SELECT key || '=1' FROM ratelimit.key_state WHERE key LIKE 'placed-%'"
