@@ -78,12 +78,15 @@ std::int64_t carried_units(const Limit& l, const KeyState& s, std::int64_t windo
 
 // Whether a fixed or rolling window's `used` units are a charge's, carried into the windows
 // that follow (and marks the state when this call wrote it): used past N after a charge, or
-// carried from one. A write of N or less clears the mark.
+// carried from one. Only a charge sets the mark; any write of N or less clears it. (A consume or
+// refund of a window written under a higher limit may leave it past N unmarked: it carries
+// nothing, as before charges existed.)
 bool owes_windows(const Limit& l, KeyState& s, Action action, bool allowed, std::int64_t cost,
                   std::int64_t used) noexcept {
-    const bool wrote = (action == Action::kConsume && allowed && cost > 0) ||
-                       action == Action::kRefund || (action == Action::kCharge && cost > 0);
-    if (wrote && (s.carry != 0 || used > l.limit))
+    const bool charge = action == Action::kCharge && cost > 0;
+    const bool wrote =
+        (action == Action::kConsume && allowed && cost > 0) || action == Action::kRefund || charge;
+    if (wrote && (charge || s.carry != 0))
         s.carry = used > l.limit ? 1 : 0;
     return s.carry != 0 && used > l.limit;
 }
@@ -92,6 +95,15 @@ bool owes_windows(const Limit& l, KeyState& s, Action action, bool allowed, std:
 std::int64_t charged(const Limit& l, std::int64_t used, std::int64_t cost) noexcept {
     return static_cast<std::int64_t>(
         std::min<Wide>(Wide(used) + cost, Wide(l.limit) + most_owed(l)));
+}
+
+// A charged window's units as this limit reads them: a state charged under another limit or
+// period may owe more windows of this one than most_owed allows, and is read as owing the most,
+// so that the instants its waits imply stay within about a year.
+std::int64_t owed_within_bound(const Limit& l, const KeyState& s, std::int64_t used) noexcept {
+    if (s.carry == 0)
+        return used;
+    return static_cast<std::int64_t>(std::min<Wide>(used, Wide(l.limit) + most_owed(l)));
 }
 
 // ---- fixed_window ---------------------------------------------------------------------------
@@ -124,6 +136,7 @@ Outcome fixed_window(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
         // to the epoch, and right for calendar windows, whose lengths differ by far less.
         used = carried_units(l, s, (w - s.instant + length / 2) / length);
     }
+    used = owed_within_bound(l, s, used);
     Outcome out;
     out.allowed = used + cost <= l.limit;
     if (action == Action::kConsume && out.allowed && cost > 0) {
@@ -161,7 +174,7 @@ Outcome rolling_window(const Limit& l, KeyState& s, Micros now, std::int64_t cos
         start += windows * l.period;
     }
     bool active = amount > 0 && t < start + l.period;
-    std::int64_t used = active ? amount : 0;
+    std::int64_t used = active ? owed_within_bound(l, s, amount) : 0;
     Outcome out;
     out.allowed = used + cost <= l.limit;
     if (action == Action::kConsume && out.allowed && cost > 0) {

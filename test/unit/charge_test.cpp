@@ -284,5 +284,31 @@ TEST(Charge, HugeChargesAreBounded) {
     }
 }
 
+// A window's debt read under another limit: charged under a small period, read under a long one,
+// it owes at most what the long one works off in about a year; and a refund of a window written
+// under a higher limit (past this one's N, but not by a charge) is not taken for a debt. Both
+// once overflowed the instant of the wait.
+TEST(Charge, DebtsReadUnderAnotherLimitStayBounded) {
+    for (Algorithm algorithm : {Algorithm::kFixedWindow, Algorithm::kRollingWindow}) {
+        SCOPED_TRACE(algorithm_name(algorithm));
+        const Limit fast = limit_of(algorithm, 1000, kMinPeriod, 0);
+        const Limit slow = limit_of(algorithm, 1, 300 * 24 * 3600 * kMicrosPerSecond, 0);
+        KeyState charged;
+        for (int i = 0; i < 100; ++i)
+            decide(fast, charged, kStart, 2147483647, Action::kCharge);
+        const Decision d = probe(slow, charged, kStart, 1, Action::kPeek);
+        EXPECT_GE(d.reset_after, 0);
+        EXPECT_LE(d.reset_after, kMaxWindow + 2 * slow.period);
+
+        const Limit high = limit_of(algorithm, 1000000, kMicrosPerSecond, 0);
+        KeyState written;
+        decide(high, written, kStart, 900000, Action::kConsume);
+        KeyState refunded = written;
+        const Decision r = decide(slow, refunded, kStart + 1, 1, Action::kRefund);
+        EXPECT_EQ(refunded.carry, 0) << "a refund never marks a window as a charge's";
+        EXPECT_LE(r.reset_after, slow.period);
+    }
+}
+
 }  // namespace
 }  // namespace ratelimit
