@@ -54,6 +54,7 @@ PG_OBJS = \
 	src/pg/result_row.o \
 	src/pg/router_routing.o \
 	src/pg/rpc_rate_limits.o \
+	src/pg/shared_region.o \
 	src/pg/spi_statement.o \
 	src/pg/state_engines.o \
 	src/pg/subject_hash.o

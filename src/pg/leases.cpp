@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pg/arguments.hpp"
@@ -14,6 +15,7 @@
 #include "pg/memory_engine.hpp"
 #include "pg/postgres.hpp"
 #include "pg/result_row.hpp"
+#include "pg/shared_region.hpp"
 #include "pg/state_engines.hpp"
 #include "ratelimit/algorithms.hpp"
 #include "ratelimit/error.hpp"
@@ -32,77 +34,30 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-constexpr const char* kTrancheName = "ratelimit leases";
-
 int capacity_setting = 10000;
 
-shmem_request_hook_type previous_shmem_request_hook = nullptr;
-shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
-
-struct SharedLeases {
-    LWLockPadded* locks;
-    // the table follows, MAXALIGNed
-};
-SharedLeases* shared = nullptr;
-
-std::size_t header_bytes() {
-    return MAXALIGN(sizeof(SharedLeases));
+std::size_t table_bytes() {
+    return LeaseTable::bytes_needed(capacity_setting);
 }
 
-std::size_t shared_size() {
-    return header_bytes() + LeaseTable::bytes_needed(capacity_setting);
+void create_table(void* block) {
+    LeaseTable::create(block, capacity_setting);
 }
+
+// After a crash the postmaster makes shared memory anew: no lease survives its holders.
+SharedRegion region("ratelimit leases", kLeasePartitions, "leases", table_bytes, create_table);
 
 void* table_block() {
-    return reinterpret_cast<char*>(shared) + header_bytes();
-}
-
-void request_shared_memory() {
-    if (previous_shmem_request_hook != nullptr)
-        previous_shmem_request_hook();
-    RequestAddinShmemSpace(shared_size());
-    RequestNamedLWLockTranche(kTrancheName, kLeasePartitions);
-}
-
-void start_shared_memory() {
-    if (previous_shmem_startup_hook != nullptr)
-        previous_shmem_startup_hook();
-    bool found = false;
-    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    // After a crash the postmaster makes shared memory anew: no lease survives its holders.
-    shared = static_cast<SharedLeases*>(ShmemInitStruct(kTrancheName, shared_size(), &found));
-    if (!found) {
-        shared->locks = GetNamedLWLockTranche(kTrancheName);
-        LeaseTable::create(table_block(), capacity_setting);
-    }
-    LWLockRelease(AddinShmemInitLock);
-}
-
-[[noreturn]] void not_available() {
-    call_postgres([] {
-        ereport(ERROR,
-                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("ratelimit: leases are not available: ratelimit is not in "
-                        "shared_preload_libraries"),
-                 errdetail("Leases live in shared memory, which only a library loaded at server "
-                           "start can set up."),
-                 errhint("Add ratelimit to shared_preload_libraries in postgresql.conf and "
-                         "restart the server.")));
-    });
-    throw std::logic_error("unreachable");
+    return region.table();
 }
 
 LWLock* partition_lock(int partition) {
-    return &shared->locks[partition].lock;
+    return region.lock(partition);
 }
 
-// Runs `work` on the table under `partition`'s lock.
 template <typename Work>
 auto with_partition(int partition, Work&& work) {
-    return with_lwlock(partition_lock(partition), LW_EXCLUSIVE, [&] {
-        LeaseTable table = LeaseTable::attach(table_block());
-        return work(table);
-    });
+    return region.with_partition<LeaseTable>(partition, std::forward<Work>(work));
 }
 
 // ---- what this backend holds ----------------------------------------------------------------
@@ -175,7 +130,7 @@ void at_subtransaction_end(SubXactEvent event, SubTransactionId mine, SubTransac
 // The backend's end, however it exits short of being killed outright: every lease it holds,
 // found by its session token (also any it had no room to note).
 void at_backend_exit(int, Datum) {
-    if (shared == nullptr || session_token == 0)
+    if (!region.available() || session_token == 0)
         return;
     LeaseTable table = LeaseTable::attach(table_block());
     for (int partition = 0; partition < kLeasePartitions; ++partition) {
@@ -222,8 +177,7 @@ KeyHash lease_key(Datum key) {
 
 // ratelimit.acquire(p_key, p_limit, p_cost, p_scope, p_max_hold) -> ratelimit.lease
 Datum acquire_body(FunctionCallInfo fcinfo) {
-    if (shared == nullptr)
-        not_available();
+    region.require_available();
     const Datum key = key_argument(fcinfo, 0, "p_key");
     const std::int32_t limit = int32_argument(fcinfo, 1, "p_limit");
     if (limit < 1)
@@ -289,8 +243,7 @@ Datum acquire_body(FunctionCallInfo fcinfo) {
 
 // ratelimit.release(p_lease) -> true; an identifier that is not held is an error.
 Datum release_body(FunctionCallInfo fcinfo) {
-    if (shared == nullptr)
-        not_available();
+    region.require_available();
     if (PG_ARGISNULL(0))
         throw ArgumentError::null("p_lease");
     const auto id = static_cast<std::uint64_t>(PG_GETARG_INT64(0));
@@ -317,8 +270,7 @@ Datum release_body(FunctionCallInfo fcinfo) {
 
 // ratelimit.in_flight(p_key) -> the units the key holds in live leases.
 Datum in_flight_body(FunctionCallInfo fcinfo) {
-    if (shared == nullptr)
-        not_available();
+    region.require_available();
     const Datum key = key_argument(fcinfo, 0, "p_key");
     const KeyHash hash = lease_key(key);
     const int partition = LeaseTable::partition_of(hash);
@@ -344,10 +296,7 @@ void define_lease_settings() {
 }
 
 void install_leases() {
-    previous_shmem_request_hook = shmem_request_hook;
-    shmem_request_hook = request_shared_memory;
-    previous_shmem_startup_hook = shmem_startup_hook;
-    shmem_startup_hook = start_shared_memory;
+    region.install();
 }
 
 }  // namespace ratelimit::pg

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pg/arguments.hpp"
@@ -13,6 +14,7 @@
 #include "pg/native_call.hpp"
 #include "pg/postgres.hpp"
 #include "pg/result_row.hpp"
+#include "pg/shared_region.hpp"
 #include "pg/state_engines.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/reservation_table.hpp"
@@ -32,78 +34,32 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-constexpr const char* kTrancheName = "ratelimit reservations";
-
 int capacity_setting = 10000;
 
-shmem_request_hook_type previous_shmem_request_hook = nullptr;
-shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
-
-struct SharedReservations {
-    LWLockPadded* locks;
-    // the table follows, MAXALIGNed
-};
-SharedReservations* shared = nullptr;
-
-std::size_t header_bytes() {
-    return MAXALIGN(sizeof(SharedReservations));
+std::size_t table_bytes() {
+    return ReservationTable::bytes_needed(capacity_setting);
 }
 
-std::size_t shared_size() {
-    return header_bytes() + ReservationTable::bytes_needed(capacity_setting);
+void create_table(void* block) {
+    ReservationTable::create(block, capacity_setting);
 }
+
+// A restart (or a crash) makes shared memory anew: open reservations are forgotten, which
+// leaves each charged its estimate, as its expiry would.
+SharedRegion region("ratelimit reservations", kReservationPartitions, "reservations", table_bytes,
+                    create_table);
 
 void* table_block() {
-    return reinterpret_cast<char*>(shared) + header_bytes();
-}
-
-void request_shared_memory() {
-    if (previous_shmem_request_hook != nullptr)
-        previous_shmem_request_hook();
-    RequestAddinShmemSpace(shared_size());
-    RequestNamedLWLockTranche(kTrancheName, kReservationPartitions);
-}
-
-void start_shared_memory() {
-    if (previous_shmem_startup_hook != nullptr)
-        previous_shmem_startup_hook();
-    bool found = false;
-    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    // A restart (or a crash) makes shared memory anew: open reservations are forgotten, which
-    // leaves each charged its estimate, as its expiry would.
-    shared = static_cast<SharedReservations*>(ShmemInitStruct(kTrancheName, shared_size(), &found));
-    if (!found) {
-        shared->locks = GetNamedLWLockTranche(kTrancheName);
-        ReservationTable::create(table_block(), capacity_setting);
-    }
-    LWLockRelease(AddinShmemInitLock);
-}
-
-[[noreturn]] void not_available() {
-    call_postgres([] {
-        ereport(ERROR,
-                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("ratelimit: reservations are not available: ratelimit is not in "
-                        "shared_preload_libraries"),
-                 errdetail("Reservations live in shared memory, which only a library loaded at "
-                           "server start can set up."),
-                 errhint("Add ratelimit to shared_preload_libraries in postgresql.conf and "
-                         "restart the server.")));
-    });
-    throw std::logic_error("unreachable");
+    return region.table();
 }
 
 LWLock* partition_lock(int partition) {
-    return &shared->locks[partition].lock;
+    return region.lock(partition);
 }
 
-// Runs `work` on the table under `partition`'s lock.
 template <typename Work>
 auto with_partition(int partition, Work&& work) {
-    return with_lwlock(partition_lock(partition), LW_EXCLUSIVE, [&] {
-        ReservationTable table = ReservationTable::attach(table_block());
-        return work(table);
-    });
+    return region.with_partition<ReservationTable>(partition, std::forward<Work>(work));
 }
 
 // ---- what this backend's transactions changed -----------------------------------------------
@@ -280,8 +236,7 @@ constexpr int kHoldArgument = 7;
 // ratelimit.reserve(p_key, p_limit, p_period, p_estimate, p_algorithm, p_engine, p_burst,
 // p_hold) -> ratelimit.reservation
 Datum reserve_body(FunctionCallInfo fcinfo) {
-    if (shared == nullptr)
-        not_available();
+    region.require_available();
     const Micros hold = interval_argument(fcinfo, kHoldArgument, "p_hold");
     if (hold < kMinReservationHold)
         throw ArgumentError::invalid("p_hold", "must be at least 1 millisecond");
@@ -403,8 +358,7 @@ Datum settle(FunctionCallInfo fcinfo, std::uint64_t id, std::int64_t actual,
 }
 
 std::uint64_t reservation_argument(FunctionCallInfo fcinfo) {
-    if (shared == nullptr)
-        not_available();
+    region.require_available();
     if (PG_ARGISNULL(0))
         throw ArgumentError::null("p_reservation");
     return static_cast<std::uint64_t>(PG_GETARG_INT64(0));
@@ -442,10 +396,7 @@ void define_reservation_settings() {
 }
 
 void install_reservations() {
-    previous_shmem_request_hook = shmem_request_hook;
-    shmem_request_hook = request_shared_memory;
-    previous_shmem_startup_hook = shmem_startup_hook;
-    shmem_startup_hook = start_shared_memory;
+    region.install();
 }
 
 }  // namespace ratelimit::pg
