@@ -109,15 +109,11 @@ BEGIN
                 coalesce(v_caller::text, ''), p_rpc_name, p_max_calls, p_window_minutes);
         EXCEPTION
             WHEN query_canceled OR OTHERS THEN
-                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                IF v_policy = 'raise' THEN
                     RAISE;
-                END IF;
-                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                ELSIF v_policy = 'retry' THEN
                     CONTINUE;
-                END IF;
-                v_policy := ratelimit_router.on_shard_error();
-                IF v_policy = 'error' THEN
-                    RAISE;
                 END IF;
                 RETURN v_policy = 'allow';
         END;
@@ -144,15 +140,11 @@ BEGIN
                 p_user_id, p_rpc_name, p_max_calls, p_window_minutes);
         EXCEPTION
             WHEN query_canceled OR OTHERS THEN
-                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                IF v_policy = 'raise' THEN
                     RAISE;
-                END IF;
-                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                ELSIF v_policy = 'retry' THEN
                     CONTINUE;
-                END IF;
-                v_policy := ratelimit_router.on_shard_error();
-                IF v_policy = 'error' THEN
-                    RAISE;
                 END IF;
                 RETURN v_policy = 'allow';
         END;
@@ -181,15 +173,11 @@ BEGIN
                 p_user_id, p_endpoint, p_limit, p_window_seconds, p_increment);
         EXCEPTION
             WHEN query_canceled OR OTHERS THEN
-                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                IF v_policy = 'raise' THEN
                     RAISE;
-                END IF;
-                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                ELSIF v_policy = 'retry' THEN
                     CONTINUE;
-                END IF;
-                v_policy := ratelimit_router.on_shard_error();
-                IF v_policy = 'error' THEN
-                    RAISE;
                 END IF;
                 RETURN pg_catalog.jsonb_build_object('allowed', v_policy = 'allow', 'current', NULL,
                     'limit', p_limit, 'retryAfter', CASE WHEN v_policy = 'allow' THEN 0 ELSE 1 END,
@@ -224,15 +212,11 @@ BEGIN
             RETURN;
         EXCEPTION
             WHEN query_canceled OR OTHERS THEN
-                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                IF v_policy = 'raise' THEN
                     RAISE;
-                END IF;
-                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                ELSIF v_policy = 'retry' THEN
                     CONTINUE;
-                END IF;
-                v_policy := ratelimit_router.on_shard_error();
-                IF v_policy = 'error' THEN
-                    RAISE;
                 END IF;
                 RETURN QUERY SELECT v_policy = 'allow', NULL::integer,
                                     CASE WHEN v_policy = 'allow' THEN 0 ELSE 1 END;

@@ -24,6 +24,22 @@ AS $$
             AND p_message NOT LIKE '%REMOTE ERROR%')
 $$;
 
+-- What a routed call does with the error of its `p_attempt`-th try (every routed call's exception
+-- handler asks it, so that the rule is written once): 'raise' it (the call's own error, or a
+-- shard failure under on_shard_error = 'error'), 'retry' (the restart's 57P01 on the first try),
+-- or answer for the unavailable shard, 'allow' or 'deny'.
+CREATE FUNCTION ratelimit_router.after_shard_error(p_attempt integer, p_sqlstate text, p_message text)
+RETURNS text
+LANGUAGE sql STABLE
+AS $$
+    SELECT CASE
+        WHEN NOT ratelimit_router.is_shard_failure(p_sqlstate, p_message) THEN 'raise'
+        WHEN p_attempt = 1 AND p_sqlstate = '57P01' THEN 'retry'
+        WHEN ratelimit_router.on_shard_error() = 'error' THEN 'raise'
+        ELSE ratelimit_router.on_shard_error()
+    END
+$$;
+
 CREATE FUNCTION ratelimit_router.shard_consume(p_hash integer, p_key text, p_limit integer,
     p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer,
     p_time_zone text)
@@ -167,15 +183,11 @@ BEGIN
             END IF;
         EXCEPTION
             WHEN query_canceled OR OTHERS THEN
-                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                IF v_policy = 'raise' THEN
                     RAISE;
-                END IF;
-                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                ELSIF v_policy = 'retry' THEN
                     CONTINUE;
-                END IF;
-                v_policy := ratelimit_router.on_shard_error();
-                IF v_policy = 'error' THEN
-                    RAISE;
                 END IF;
                 RETURN ratelimit_router.unavailable_decision(v_policy = 'allow', p_limit);
         END;
@@ -331,10 +343,10 @@ BEGIN
                 EXIT;
             EXCEPTION
                 WHEN query_canceled OR OTHERS THEN
-                    IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                    v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                    IF v_policy = 'raise' THEN
                         RAISE;
-                    END IF;
-                    IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                    ELSIF v_policy = 'retry' THEN
                         CONTINUE;
                     END IF;
                     FOR i IN 1 .. cardinality(v_shard_positions) LOOP

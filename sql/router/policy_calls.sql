@@ -106,15 +106,11 @@ BEGIN
             RETURN ratelimit_router.shard_check(v_hash, p_policy, p_key, p_cost, p_tier, p_ip, p_user);
         EXCEPTION
             WHEN query_canceled OR OTHERS THEN
-                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                IF v_policy = 'raise' THEN
                     RAISE;
-                END IF;
-                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                ELSIF v_policy = 'retry' THEN
                     CONTINUE;
-                END IF;
-                v_policy := ratelimit_router.on_shard_error();
-                IF v_policy = 'error' THEN
-                    RAISE;
                 END IF;
                 RETURN ratelimit_router.unavailable_policy_decision(v_policy = 'allow', p_policy, p_cost);
         END;
@@ -165,15 +161,11 @@ BEGIN
             RETURN ratelimit_router.shard_check_all(v_hash, p_policies, p_keys, p_cost, p_tier, p_ip, p_user);
         EXCEPTION
             WHEN query_canceled OR OTHERS THEN
-                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                IF v_policy = 'raise' THEN
                     RAISE;
-                END IF;
-                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                ELSIF v_policy = 'retry' THEN
                     CONTINUE;
-                END IF;
-                v_policy := ratelimit_router.on_shard_error();
-                IF v_policy = 'error' THEN
-                    RAISE;
                 END IF;
                 RETURN ratelimit_router.unavailable_policy_decision(v_policy = 'allow', NULL, p_cost);
         END;
@@ -200,15 +192,11 @@ BEGIN
                                                      p_user, p_reset_format, p_body_shape);
         EXCEPTION
             WHEN query_canceled OR OTHERS THEN
-                IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                IF v_policy = 'raise' THEN
                     RAISE;
-                END IF;
-                IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                ELSIF v_policy = 'retry' THEN
                     CONTINUE;
-                END IF;
-                v_policy := ratelimit_router.on_shard_error();
-                IF v_policy = 'error' THEN
-                    RAISE;
                 END IF;
                 -- Denied: 503 with a short Retry-After, not 429: no limit said no.
                 RETURN pg_catalog.jsonb_build_object(
@@ -280,10 +268,10 @@ BEGIN
                 EXIT;
             EXCEPTION
                 WHEN query_canceled OR OTHERS THEN
-                    IF NOT ratelimit_router.is_shard_failure(SQLSTATE, SQLERRM) THEN
+                    v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                    IF v_policy = 'raise' THEN
                         RAISE;
-                    END IF;
-                    IF v_attempt = 1 AND SQLSTATE = '57P01' THEN
+                    ELSIF v_policy = 'retry' THEN
                         CONTINUE;
                     END IF;
                     FOR i IN 1 .. pg_catalog.cardinality(v_shard_positions) LOOP
