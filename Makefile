@@ -77,6 +77,7 @@ INSTALL_SOURCES = \
 	sql/install/leases.sql \
 	sql/install/reservations.sql \
 	sql/install/policies.sql \
+	sql/install/policy_leases.sql \
 	sql/install/observability.sql \
 	sql/install/presets.sql \
 	sql/install/cleanup.sql \

@@ -44,10 +44,11 @@ echo "native: $case_count cases and $floor_count floors of ${warmup_seconds}s + 
 bench_start
 extension_version="$(psql -X -A -t -d "$database" -c \
     "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'")"
-# consume took p_time_zone last from 0.6.0 on.
+# consume took p_time_zone and p_max_wait last from 0.6.0 on.
 if [ "$(psql -X -A -t -d "$database" -c "SELECT to_regprocedure(
         'ratelimit.consume(text, integer, interval, integer, text, text, integer)') IS NULL
-        AND to_regprocedure('ratelimit.consume(text, integer, interval, integer, text, text, integer, text)') IS NULL")" = t ]; then
+        AND to_regprocedure('ratelimit.consume(text, integer, interval, integer, text, text, integer, text)') IS NULL
+        AND to_regprocedure('ratelimit.consume(text, integer, interval, integer, text, text, integer, text, interval)') IS NULL")" = t ]; then
     echo "native: ratelimit $extension_version has no ratelimit.consume (0.3.0 or later needed)" >&2
     exit 1
 fi

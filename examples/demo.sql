@@ -238,6 +238,24 @@ COMMIT;
 SELECT ratelimit.in_flight('export:acme') AS in_flight_after_commit;
 
 \echo
+\echo '== Leases by policy: quota_unit concurrent-requests; tiers apply, the headers say qu="concurrent-requests", check refuses it'
+INSERT INTO ratelimit.policies (name, "limit", period, engine, quota_unit, description)
+VALUES ('export.running', 2, '10 minutes', 'memory', 'concurrent-requests',
+        'Exports in flight per customer, each held at most 10 minutes');
+BEGIN;
+SELECT allowed, "limit", in_flight FROM ratelimit.acquire_policy('export.running', 'acme');
+SELECT allowed, "limit", in_flight FROM ratelimit.acquire_policy('export.running', 'acme');
+SELECT allowed, in_flight, retry_after_ms FROM ratelimit.acquire_policy('export.running', 'acme') AS third_export;
+SELECT allowed, "limit", in_flight FROM ratelimit.acquire_policy('export.running', 'acme', p_tier => 'premium') AS premium_doubles_it;
+SELECT ratelimit.http_headers(ratelimit.lease_decision('export.running',
+           ratelimit.acquire_policy('export.running', 'acme'))) AS full_headers;
+COMMIT;
+SELECT allowed, in_flight FROM ratelimit.acquire_policy('export.running', 'acme') AS after_commit;
+\set ON_ERROR_STOP 0
+SELECT ratelimit.check('export.running', 'acme');
+\set ON_ERROR_STOP 1
+
+\echo
 \echo '== Reservations: 10,000 LLM tokens an hour; reserve an estimate before the call, settle with what it used'
 SELECT reservation_id AS llm_call, allowed, remaining FROM ratelimit.reserve('llm:acme', 10000, '1 hour', 2000) \gset
 SELECT allowed, remaining FROM ratelimit.settle(:llm_call, 1200) AS used_less_refunded;
@@ -246,6 +264,41 @@ SELECT allowed, remaining, retry_after_ms FROM ratelimit.settle(:llm_call, 12000
 SELECT allowed FROM ratelimit.consume('llm:acme', 10000, '1 hour', 1) AS next_call_denied;
 SELECT reservation_id AS llm_call FROM ratelimit.reserve('llm:beta', 10000, '1 hour', 2000) \gset
 SELECT remaining FROM ratelimit.cancel(:llm_call) AS cancelled_gives_it_back;
+
+\echo
+\echo '== Reservations by policy: decided as check decides (tiers, lists, counters); the settle corrects the policy''s counter'
+INSERT INTO ratelimit.policies (name, "limit", period, description)
+VALUES ('llm.tokens', 10000, '1 hour', 'LLM tokens per customer and hour');
+SELECT reservation_id AS llm_call, "limit", remaining FROM ratelimit.reserve_policy('llm.tokens', 'acme', 2000, p_tier => 'premium') \gset
+SELECT :limit AS premium_limit, :remaining AS remaining_after_reserve;
+SELECT allowed, "limit", remaining FROM ratelimit.settle(:llm_call, 3500) AS settled_on_the_policy;
+SELECT allowed, remaining FROM ratelimit.check('llm.tokens', 'acme', 0, 'premium') AS policy_counter_after;
+SELECT allowed, remaining FROM ratelimit.peek('acme', 10000, '1 hour') AS native_key_untouched;
+
+\echo
+\echo '== Delay instead of deny: a geocoder takes 2 requests a second; a call that would wait at most a second is admitted for later (retry_after_ms), its units taken now; a window algorithm refuses p_max_wait'
+SELECT n AS call, d.allowed, d.remaining, d.retry_after_ms
+  FROM generate_series(1, 6) AS n
+ CROSS JOIN LATERAL ratelimit.consume('geocoder:acme', 2, '1 second', p_cost => 1 + 0 * n,
+                                      p_algorithm => 'gcra', p_max_wait => '1 second') AS d;
+\set ON_ERROR_STOP 0
+SELECT * FROM ratelimit.consume('geocoder:acme', 2, '1 second', p_max_wait => '1 second');
+\set ON_ERROR_STOP 1
+
+\echo
+\echo '== Escalating penalties: 3 guesses a minute; each denial blocks longer (1 min, 5 min, 30 min, then 24 h), forgiven one step a day'
+INSERT INTO ratelimit.policies (name, "limit", period, penalty_blocks, penalty_decay, description)
+VALUES ('auth.guess', 3, '1 minute', '{1 minute,5 minutes,30 minutes,24 hours}', '1 day',
+        'Password guesses per IP, with escalating blocks');
+SELECT n AS call, d.allowed, d.reason, d.penalty_level, d.retry_after_ms
+  FROM generate_series(1, 4) AS n
+ CROSS JOIN LATERAL ratelimit.check('auth.guess', 'ip:203.0.113.7', p_cost => 1 + 0 * n) AS d;
+SELECT allowed, reason, penalty_level, retry_after_ms FROM ratelimit.check('auth.guess', 'ip:203.0.113.7') AS during_the_block;
+SET ratelimit.test_clock = '2026-06-01 12:01:31+00';
+SELECT n AS call, d.allowed, d.reason, d.penalty_level, d.retry_after_ms
+  FROM generate_series(1, 4) AS n
+ CROSS JOIN LATERAL ratelimit.check('auth.guess', 'ip:203.0.113.7', p_cost => 1 + 0 * n) AS d;
+SELECT ratelimit.reset_policy_key('auth.guess', 'ip:203.0.113.7') AS reset_starts_the_ladder_over;
 
 \echo
 \echo '== Observability: per-policy counters and top offenders'

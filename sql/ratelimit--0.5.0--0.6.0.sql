@@ -510,6 +510,23 @@ ALTER TABLE ratelimit.policies ADD COLUMN quota_unit text;
 ALTER TABLE ratelimit.policies ADD COLUMN time_zone text;
 -- A random 0 to reset_jitter added to the reset check_http's headers report.
 ALTER TABLE ratelimit.policies ADD COLUMN reset_jitter interval;
+-- Escalating penalties and delay instead of deny.
+ALTER TABLE ratelimit.policies ADD COLUMN penalty_blocks interval[];
+ALTER TABLE ratelimit.policies ADD COLUMN penalty_decay interval;
+ALTER TABLE ratelimit.policies ADD COLUMN max_delay interval;
+ALTER TYPE ratelimit.policy_decision ADD ATTRIBUTE penalty_level integer;
+
+-- Raises the error a policy's penalty_blocks, penalty_decay or max_delay would meet on a call
+-- (22023 naming the column), or returns nothing. Policies are checked with it when written.
+CREATE FUNCTION ratelimit.validate_policy_options(
+    p_algorithm text,
+    p_penalty_blocks interval[],
+    p_penalty_decay interval,
+    p_max_delay interval)
+RETURNS void
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_validate_policy_options';
+
 
 -- Raises the error consume would raise for these settings (22023/22004 naming the argument),
 -- or returns nothing. Policies are checked with it when they are written.
@@ -552,6 +569,8 @@ AS $$
 BEGIN
     PERFORM ratelimit.validate_limit(NEW."limit", NEW.period, NEW.algorithm, NEW.engine,
                                      NEW.burst, NEW.time_zone);
+    PERFORM ratelimit.validate_policy_options(NEW.algorithm, NEW.penalty_blocks,
+                                              NEW.penalty_decay, NEW.max_delay);
     IF NEW.reset_jitter IS NOT NULL
        AND (NEW.reset_jitter < interval '0' OR NEW.reset_jitter > interval '1 hour'
             OR pg_catalog.date_part('month', NEW.reset_jitter) <> 0
@@ -565,6 +584,28 @@ BEGIN
         RAISE EXCEPTION 'quota_unit must be requests, content-bytes, concurrent-requests or another token (a letter or *, then letters, digits or !#$&''*+-.^_`|~:/, at most 63 characters) (got "%")',
             left(NEW.quota_unit, 64)
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A concurrency policy is decided by leases (acquire_policy): its limit is the units in
+    -- flight at once, its period the longest a lease is held. Leases live in shared memory and
+    -- nothing refills, so its engine is memory and what only a rate means is refused.
+    IF NEW.quota_unit = 'concurrent-requests' THEN
+        IF NEW.engine <> 'memory' THEN
+            RAISE EXCEPTION 'a concurrency policy (quota_unit concurrent-requests) must have engine memory, where its leases live (got "%")',
+                left(NEW.engine, 64)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NEW.algorithm <> 'fixed_window' OR NEW.burst IS NOT NULL
+           OR NEW.time_zone IS NOT NULL OR NEW.count_denied OR NEW.shadow
+           OR NEW.penalty_blocks IS NOT NULL OR NEW.max_delay IS NOT NULL
+           OR pg_catalog.date_part('month', NEW.period) <> 0
+           OR pg_catalog.date_part('year', NEW.period) <> 0 THEN
+            RAISE EXCEPTION 'a concurrency policy (quota_unit concurrent-requests) takes algorithm fixed_window, no burst, time_zone, count_denied, shadow, penalty_blocks or max_delay, and a period (its longest lease) without months'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF EXISTS (SELECT 1 FROM ratelimit.request_routes r WHERE r.policy = NEW.name) THEN
+            RAISE EXCEPTION 'a concurrency policy (quota_unit concurrent-requests) is decided by leases, not by the routes of ratelimit.request_routes that name it'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
     RETURN NEW;
 EXCEPTION
@@ -642,6 +683,12 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     SELECT p.engine INTO engine FROM ratelimit.policies p WHERE p.name = NEW.policy;
+    -- A concurrency policy is decided by leases, which a request's check cannot take.
+    IF EXISTS (SELECT 1 FROM ratelimit.policies p
+               WHERE p.name = NEW.policy AND p.quota_unit = 'concurrent-requests') THEN
+        RAISE EXCEPTION 'policy: "%" is a concurrency policy (quota_unit concurrent-requests), decided by leases (ratelimit.acquire_policy), not by a route', NEW.policy
+            USING ERRCODE = '22023';
+    END IF;
     IF engine IS DISTINCT FROM 'memory' AND NEW.methods && ARRAY['*', 'GET', 'HEAD'] THEN
         RAISE EXCEPTION 'policy: a route for GET or HEAD needs a memory-engine policy, and "%" uses the % engine', NEW.policy, engine
             USING ERRCODE = '22023',
@@ -758,6 +805,33 @@ RETURNS integer
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_in_flight';
 
+-- Leases through a policy whose quota_unit is 'concurrent-requests' (a concurrency policy):
+-- its limit is the units one subject may hold in flight at once, after the key's override or
+-- the tier, and its period the longest a lease is held. The lists apply as for check: a deny
+-- entry denies and holds nothing; an allow entry or a bypass lets the call go with no lease
+-- (lease_id NULL, nothing to release). The policy's leases are its own: neither another
+-- policy's nor a native acquire's share them. Counted in policy_stats as check counts.
+CREATE FUNCTION ratelimit.acquire_policy(
+    p_policy text,
+    p_key text,
+    p_cost integer DEFAULT 1,
+    p_scope text DEFAULT 'transaction',
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL)
+RETURNS ratelimit.lease
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_acquire_policy';
+
+-- What acquire_policy answered for p_policy, as a policy decision for http_headers and
+-- http_body: remaining is the limit less the units in flight, a denial waits for the first
+-- lease to reach its maximum hold, and the reasons 'leased' and 'concurrency_limited' make the
+-- headers count the limit in concurrent requests.
+CREATE FUNCTION ratelimit.lease_decision(p_policy text, p_lease ratelimit.lease)
+RETURNS ratelimit.policy_decision
+LANGUAGE c STABLE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_lease_decision';
+
 -- Reservations: rate limiting for costs known only afterwards (tokens an answer used, bytes
 -- sent). reserve consumes an estimate as consume would; settle, with the actual cost, refunds
 -- or charges the difference; cancel gives the estimate back. An open reservation not settled
@@ -806,10 +880,29 @@ RETURNS ratelimit.decision
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_cancel';
 
+-- Decides exactly as check(p_policy, p_key, p_estimate, p_tier, p_ip, p_user) would (lists,
+-- override, tier, shadow, count_denied, counters, denial log) and, when that charged the
+-- policy's key, opens a reservation for p_hold on it: settle and cancel then correct the
+-- policy's counter for the subject, under the limit the call was decided with. A call that
+-- charged nothing (denied, an allow list, a bypass, a shadow policy's would-be denial) opens
+-- none: reservation_id is NULL.
+CREATE FUNCTION ratelimit.reserve_policy(
+    p_policy text,
+    p_key text,
+    p_estimate integer,
+    p_hold interval DEFAULT '1 minute',
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL)
+RETURNS ratelimit.reservation
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_reserve_policy';
+
 ------------------------------------------------------------------------------------------------
--- Calendar periods: consume, peek and refund take p_time_zone. Nothing in the extension calls
--- them: the functions with one argument more replace them, and a grant an administrator gave
--- on an old one is given on its replacement (the privileges block below sets the rest).
+-- Calendar periods: consume, peek and refund take p_time_zone, and consume p_max_wait (delay
+-- instead of deny). Nothing in the extension calls them: the functions with more arguments
+-- replace them, and a grant an administrator gave on an old one is given on its replacement
+-- (the privileges block below sets the rest).
 ------------------------------------------------------------------------------------------------
 
 -- Consumes p_cost units of p_key's allowance of p_limit per p_period. A denied call consumes
@@ -817,6 +910,11 @@ AS 'MODULE_PATHNAME', 'ratelimit_cancel';
 -- epoch, except calendar periods (fixed_window only): with p_time_zone, p_period '1 day',
 -- '1 week' (ISO, from Monday) or '1 month' is that calendar unit from local midnight in the
 -- zone; '1 month' without p_time_zone is the calendar month in UTC.
+-- p_max_wait (token_bucket and gcra only; NULL or '0': never) delays instead of denying: a call
+-- that would wait at most p_max_wait for its turn is allowed, its units taken now, and may go
+-- retry_after_ms from now; the calls after it wait behind it, and the calls' go instants keep
+-- the limit as if each had arrived then. For an allowed call retry_after_ms is that delay, 0
+-- when it may go at once; for a denied one, the wait until it would be allowed.
 CREATE FUNCTION ratelimit.consume(
     p_key text,
     p_limit integer,
@@ -825,7 +923,8 @@ CREATE FUNCTION ratelimit.consume(
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
     p_burst integer DEFAULT NULL,
-    p_time_zone text DEFAULT NULL)
+    p_time_zone text DEFAULT NULL,
+    p_max_wait interval DEFAULT NULL)
 RETURNS ratelimit.decision
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_consume';
@@ -862,9 +961,12 @@ AS 'MODULE_PATHNAME', 'ratelimit_refund';
 DO $$
 DECLARE
     name text;
+    added text;
     grantee text;
 BEGIN
     FOREACH name IN ARRAY ARRAY['consume', 'peek', 'refund'] LOOP
+        -- The arguments the replacement takes after p_burst.
+        added := CASE name WHEN 'consume' THEN 'text, interval' ELSE 'text' END;
         FOR grantee IN
             SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE pg_catalog.quote_ident(r.rolname) END
             FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) a
@@ -873,8 +975,8 @@ BEGIN
                       'ratelimit.%s(text, integer, interval, integer, text, text, integer)', name))
               AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
         LOOP
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION ratelimit.%s(text, integer, interval, integer, text, text, integer, text) TO %s',
-                                      name, grantee);
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION ratelimit.%s(text, integer, interval, integer, text, text, integer, %s) TO %s',
+                                      name, added, grantee);
         END LOOP;
         EXECUTE pg_catalog.format('DROP FUNCTION ratelimit.%s(text, integer, interval, integer, text, text, integer)', name);
     END LOOP;
@@ -971,6 +1073,7 @@ BEGIN
             ('EXECUTE', 'FUNCTION', 'ratelimit.http_headers(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.http_body(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.validate_limit(integer, interval, text, text, integer, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.validate_policy_options(text, interval[], interval, interval)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.hash_subject(text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'),
@@ -992,7 +1095,7 @@ BEGIN
             ('EXECUTE', 'FUNCTION', 'ratelimit.check_many(text, text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.check_all(text[], text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.allow(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
@@ -1001,9 +1104,12 @@ BEGIN
             ('EXECUTE', 'FUNCTION', 'ratelimit.acquire(text, integer, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.release(bigint)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.in_flight(text)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.acquire_policy(text, text, integer, text, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.lease_decision(text, ratelimit.lease)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.reserve(text, integer, interval, integer, text, text, integer, interval)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.settle(bigint, integer)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.cancel(bigint)'::pg_catalog.regprocedure::text, 'service_role'),
+            ('EXECUTE', 'FUNCTION', 'ratelimit.reserve_policy(text, text, integer, interval, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.reset(text, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.block(text, interval, text)'::pg_catalog.regprocedure::text, 'service_role'),
             ('EXECUTE', 'FUNCTION', 'ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer)'::pg_catalog.regprocedure::text, 'service_role'),

@@ -42,6 +42,18 @@
 //  gcra                    the theoretical arrival time moves ahead past the tolerance.
 // What a key may owe beyond a full allowance is bounded by what it works off in kMaxWindow; a
 // charge beyond is forgotten. `remaining` is never reported below 0.
+//
+// Delay instead of deny (Limit::max_delay, token_bucket and gcra only): a consume that would be
+// denied is admitted for a later instant, now + its wait, when that wait is at most max_delay.
+// It is charged at once (the charge above), together with what the bucket would refill past
+// full before its go instant (less than a microsecond's refill: the wait is rounded up), so that
+// from the go instant on the key is exactly what a consume arriving then would leave; the calls
+// after it wait behind it, and the instants at which admitted calls may go hold the token
+// bucket's guarantee, as if each call had arrived at its go instant. A peek reports the same and
+// writes nothing. Only the bucket algorithms delay: their state is a schedule, so a charge now
+// takes exactly the slot at the later instant, whereas a window algorithm would count the
+// delayed call in the window it was asked in, not the one it goes in, and admit too much. A
+// delay whose charge the bound above would cut is not given: the call is denied.
 #pragma once
 
 #include <cstdint>
@@ -88,11 +100,20 @@ struct Limit {
     // computed it for this call (P is then its length). 0 and 0: windows aligned to the epoch.
     Micros window_start = 0;
     Micros window_end = 0;
+    // The longest a consume or peek that would be denied may instead be admitted for later
+    // (token_bucket and gcra only, 0..kMaxWindow; see above). 0: never delayed.
+    Micros max_delay = 0;
 };
 
-// Throws ArgumentError naming the argument (p_limit, p_period, p_burst) unless `limit` is
-// within the ranges above and its burst is used only by the bucket algorithms.
+// Throws ArgumentError naming the argument (p_limit, p_period, p_burst, p_max_wait) unless
+// `limit` is within the ranges above and its burst and delay are used only by the bucket
+// algorithms.
 void require_valid_limit(const Limit& limit);
+
+// Throws ArgumentError naming `argument` unless `max_delay` is 0..kMaxWindow, and 0 for an
+// algorithm other than token_bucket and gcra (the delay rule of require_valid_limit, which
+// checks p_max_wait with it; a policy's max_delay column is checked with it too).
+void require_valid_max_delay(const char* argument, Algorithm algorithm, Micros max_delay);
 
 // Throws ArgumentError (p_algorithm) unless `algorithm` counts calendar windows: fixed_window.
 void require_calendar_algorithm(Algorithm algorithm);
@@ -174,15 +195,18 @@ struct Decision {
     bool allowed = false;
     std::int64_t limit = 0;      // N (B for the bucket algorithms): what a full key allows at once
     std::int64_t remaining = 0;  // units a call could take right now, after this decision
-    Micros retry_after = 0;      // 0 when allowed; else the wait until this call would be allowed
+    // Allowed: the delay before the call may go (0 when admitted at once; see max_delay).
+    // Denied: the wait until this call would be allowed.
+    Micros retry_after = 0;
     Micros reset_after = 0;      // the wait until the key is back to its full allowance
     bool state_changed = false;  // the call wrote the key's state: the engine must store it
+    bool blocked = false;        // denied because the key is blocked (now < blocked_until)
 };
 
-// What a caller can do to a key under a limit. A denied consume changes nothing; a peek never
-// changes anything; a refund gives back up to `cost` units consumed earlier; a charge counts
-// `cost` units whatever remains (any cost from 0 to 2^31 - 1, see above). A refund and a charge
-// report what a one-unit peek would say afterwards.
+// What a caller can do to a key under a limit. A denied consume changes nothing (a delayed one
+// is allowed, and charged); a peek never changes anything; a refund gives back up to `cost` units
+// consumed earlier; a charge counts `cost` units whatever remains (any cost from 0 to 2^31 - 1, see
+// above). A refund and a charge report what a one-unit peek would say afterwards.
 enum class Action { kConsume, kPeek, kRefund, kCharge };
 
 // Decides `action` for a call of `cost` at `now`, updating `state` in place. The arguments

@@ -24,6 +24,16 @@
 //    with the least remaining (the first of them on a tie), else the first checked. Its wait is
 //    the longest among the denying policies; count_denied makes a denied key wait a full
 //    period from now.
+//  - Escalating penalties (penalty_blocks): a denial of an enforced policy by its limit earns
+//    the key a penalty. Its level rises by one per penalty and drains by one per penalty_decay
+//    (a token bucket of one unit per decay, as deep as there are steps, charged past empty so
+//    that offences at the top keep it there); the key is blocked for the step of the level it
+//    reached, the last step for every level past the end. A denial while the key is blocked
+//    earns nothing more: it reports the level it is under. Either way the answer's reason is
+//    'penalty' and its waits last at least until the block ends.
+//  - Delay (max_delay, the bucket algorithms): a policy that admits the call for a later
+//    instant counts as allowing it; an allowed answer's retry_after is the longest delay among
+//    the enforced policies (reason 'delayed'), 0 when none delayed.
 #pragma once
 
 #include <array>
@@ -142,7 +152,34 @@ struct PolicyRule {
     bool shadow = false;
     bool hash_key = false;
     bool log_denials = false;
+    // Escalating penalties: the block after the key's 1st, 2nd, ... penalty, the last one for
+    // every penalty after (1 to kMaxPenaltySteps steps); empty: no penalties.
+    std::vector<Micros> penalty_blocks;
+    Micros penalty_decay = 0;  // the level drains by one per penalty_decay
+    // Delay instead of deny (token_bucket and gcra; Limit::max_delay): 0 never delays.
+    Micros max_delay = 0;
 };
+
+// The most steps a policy's penalties have.
+constexpr std::size_t kMaxPenaltySteps = 16;
+
+// Throws ArgumentError (22023) naming penalty_blocks or penalty_decay, its message after
+// `where` (a row's name; may be empty), unless `blocks` (1 to kMaxPenaltySteps steps, each
+// kMinPeriod..kMaxWindow) and `decay` (kMinPeriod..kMaxWindow, and steps x decay at most
+// kMaxWindow, so that the level's counter is a valid limit) make a penalty ladder.
+void require_valid_penalties(const std::string& where, const std::vector<Micros>& blocks,
+                             Micros decay);
+
+// The counter that keeps a key's penalty level under `rule`: a token bucket of one unit per
+// penalty_decay, as deep as the ladder has steps. A penalty charges it one unit; the level is
+// what it lacks of full.
+Limit penalty_counter(const PolicyRule& rule);
+
+// The level the counter's decision (a charge's, or a one-unit peek's) says: 0 to the steps.
+std::int64_t penalty_level(const PolicyRule& rule, const Decision& counter) noexcept;
+
+// The block of a penalty that reached `level` (1 or more): its step, the last past the end.
+Micros penalty_block(const PolicyRule& rule, std::int64_t level) noexcept;
 
 // A row of ratelimit.tiers.
 struct TierRule {
@@ -179,14 +216,17 @@ Limit effective_limit(const PolicyRule& rule, const KeyOverrideRule* key_overrid
 // not charged).
 enum class PolicyOutcome { kNone, kAllowed, kDenied, kShadowDenied };
 
-// 'limited', 'within_limits', 'deny_list', 'cost_exceeds_limit', 'allow_list', 'bypass'.
+// 'limited', 'within_limits', 'deny_list', 'cost_exceeds_limit', 'allow_list', 'bypass',
+// 'penalty', 'delayed' (allowed, to go after retry_after: max_delay).
 enum class PolicyReason {
     kLimited,
     kWithinLimits,
     kDenyList,
     kCostExceedsLimit,
     kAllowList,
-    kBypass
+    kBypass,
+    kPenalty,
+    kDelayed
 };
 const char* reason_name(PolicyReason reason) noexcept;
 
@@ -230,10 +270,18 @@ struct PolicyAnswer {
     std::int64_t cost = 0;
     PolicyReason reason = PolicyReason::kWithinLimits;
     std::vector<std::size_t> shadow_denied;  // indices into the requests, in the order given
+    // The penalty level the denial is under (the highest among its penalized policies); empty
+    // unless the answer's reason is 'penalty'.
+    std::optional<std::int64_t> penalty_level;
 
     // For the PostgreSQL layer to carry out:
     std::vector<PolicyOutcome> outcomes;  // one per request
     std::vector<std::size_t> blocks;      // count_denied requests to block for a full period
+    // Requests of policies with penalties denied by their limit: each earns a penalty (charge
+    // its counter, block the key: apply_penalty). Those denied while blocked: read their level
+    // (a one-unit peek of the counter: apply_penalty with no block).
+    std::vector<std::size_t> penalized;
+    std::vector<std::size_t> penalty_reads;
     // Requests whose denial (enforced or shadow) goes to the denial log (log_denials), with the
     // wait to log (after count_denied): pairs of (request, retry_after).
     std::vector<std::pair<std::size_t, Micros>> logged;
@@ -265,6 +313,11 @@ PolicyAnswer answer_cost_exceeds(const std::vector<PolicyRequest>& requests, con
 PolicyAnswer answer_decided(const std::vector<PolicyRequest>& requests, const PolicyPlan& plan,
                             const std::vector<Decision>& decisions, bool allowed,
                             std::int64_t cost);
+
+// Reports a penalty of `request` at `level` in `answer` (the PostgreSQL layer read or charged
+// its counter): reason 'penalty' when the level is 1 or more, the highest level, and waits of
+// at least `block` (the block it set from now; 0 when it only read the level).
+void apply_penalty(PolicyAnswer& answer, std::int64_t level, Micros block) noexcept;
 
 // ---- all or nothing ---------------------------------------------------------------------------
 

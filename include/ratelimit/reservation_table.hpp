@@ -46,6 +46,10 @@ enum class ReservationState : std::uint8_t {
     kSettling,  // being settled by a transaction still in progress
 };
 
+// A policy's name, the key space of a reservation made through it (reserve_policy): at most
+// 63 bytes, as ratelimit.policies allows.
+constexpr std::size_t kMaxReservationSpaceBytes = 63;
+
 // What a reservation remembers for its settle.
 struct Reservation {
     std::uint32_t database = 0;  // the database and role that made it; only they may settle
@@ -56,8 +60,13 @@ struct Reservation {
     Micros expires_at = 0;
     std::uint16_t key_length = 0;
     char key[kMaxKeyBytes] = {};
+    // The key space: empty for a native key (reserve), else the policy's name, and `key` the
+    // policy's subject as its counter holds it (hashed when the policy has hash_key).
+    std::uint8_t space_length = 0;
+    char space[kMaxReservationSpaceBytes] = {};
 
     std::string_view key_text() const noexcept { return std::string_view(key, key_length); }
+    std::string_view space_text() const noexcept { return std::string_view(space, space_length); }
 };
 static_assert(std::is_trivially_copyable<Reservation>::value, "a reservation is plain data");
 

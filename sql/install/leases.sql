@@ -36,3 +36,21 @@ CREATE FUNCTION ratelimit.in_flight(p_key text)
 RETURNS integer
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_in_flight';
+
+-- Leases through a policy whose quota_unit is 'concurrent-requests' (a concurrency policy):
+-- its limit is the units one subject may hold in flight at once, after the key's override or
+-- the tier, and its period the longest a lease is held. The lists apply as for check: a deny
+-- entry denies and holds nothing; an allow entry or a bypass lets the call go with no lease
+-- (lease_id NULL, nothing to release). The policy's leases are its own: neither another
+-- policy's nor a native acquire's share them. Counted in policy_stats as check counts.
+CREATE FUNCTION ratelimit.acquire_policy(
+    p_policy text,
+    p_key text,
+    p_cost integer DEFAULT 1,
+    p_scope text DEFAULT 'transaction',
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL)
+RETURNS ratelimit.lease
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_acquire_policy';

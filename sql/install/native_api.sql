@@ -16,6 +16,11 @@ CREATE TYPE ratelimit.decision AS (
 -- epoch, except calendar periods (fixed_window only): with p_time_zone, p_period '1 day',
 -- '1 week' (ISO, from Monday) or '1 month' is that calendar unit from local midnight in the
 -- zone; '1 month' without p_time_zone is the calendar month in UTC.
+-- p_max_wait (token_bucket and gcra only; NULL or '0': never) delays instead of denying: a call
+-- that would wait at most p_max_wait for its turn is allowed, its units taken now, and may go
+-- retry_after_ms from now; the calls after it wait behind it, and the calls' go instants keep
+-- the limit as if each had arrived then. For an allowed call retry_after_ms is that delay, 0
+-- when it may go at once; for a denied one, the wait until it would be allowed.
 CREATE FUNCTION ratelimit.consume(
     p_key text,
     p_limit integer,
@@ -24,7 +29,8 @@ CREATE FUNCTION ratelimit.consume(
     p_algorithm text DEFAULT 'fixed_window',
     p_engine text DEFAULT 'table',
     p_burst integer DEFAULT NULL,
-    p_time_zone text DEFAULT NULL)
+    p_time_zone text DEFAULT NULL,
+    p_max_wait interval DEFAULT NULL)
 RETURNS ratelimit.decision
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_consume';

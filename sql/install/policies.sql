@@ -33,11 +33,32 @@ CREATE TABLE ratelimit.policies (
     -- check_http (and pre_request) add a random 0 to reset_jitter to the reset their headers
     -- report, so that clients told one reset do not all come back at once; the window and the
     -- decision's waits stay exact. NULL: none.
-    reset_jitter interval
+    reset_jitter interval,
+    -- Escalating penalties: a denial by the limit blocks the key for the step of its penalty
+    -- level ('{1 minute,5 minutes,30 minutes,24 hours}': the first penalty 1 minute, the fourth
+    -- and every one after 24 hours). Each penalty raises the level by one; it drains by one per
+    -- penalty_decay. NULL: no penalties.
+    penalty_blocks interval[],
+    penalty_decay interval,
+    -- Delay instead of deny (token_bucket and gcra): a call that would wait at most max_delay is
+    -- admitted for that later instant, its slot taken now; its retry_after_ms says how long to
+    -- wait before going. NULL: never delayed.
+    max_delay interval
 );
 
 COMMENT ON TABLE ratelimit.policies IS
     'ratelimit: named limits for ratelimit.check and ratelimit.check_all; edits apply to the next call';
+
+-- Raises the error a policy's penalty_blocks, penalty_decay or max_delay would meet on a call
+-- (22023 naming the column), or returns nothing. Policies are checked with it when written.
+CREATE FUNCTION ratelimit.validate_policy_options(
+    p_algorithm text,
+    p_penalty_blocks interval[],
+    p_penalty_decay interval,
+    p_max_delay interval)
+RETURNS void
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_validate_policy_options';
 
 CREATE FUNCTION ratelimit.policies_validate()
 RETURNS trigger
@@ -47,6 +68,8 @@ AS $$
 BEGIN
     PERFORM ratelimit.validate_limit(NEW."limit", NEW.period, NEW.algorithm, NEW.engine,
                                      NEW.burst, NEW.time_zone);
+    PERFORM ratelimit.validate_policy_options(NEW.algorithm, NEW.penalty_blocks,
+                                              NEW.penalty_decay, NEW.max_delay);
     IF NEW.reset_jitter IS NOT NULL
        AND (NEW.reset_jitter < interval '0' OR NEW.reset_jitter > interval '1 hour'
             OR pg_catalog.date_part('month', NEW.reset_jitter) <> 0
@@ -60,6 +83,28 @@ BEGIN
         RAISE EXCEPTION 'quota_unit must be requests, content-bytes, concurrent-requests or another token (a letter or *, then letters, digits or !#$&''*+-.^_`|~:/, at most 63 characters) (got "%")',
             left(NEW.quota_unit, 64)
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A concurrency policy is decided by leases (acquire_policy): its limit is the units in
+    -- flight at once, its period the longest a lease is held. Leases live in shared memory and
+    -- nothing refills, so its engine is memory and what only a rate means is refused.
+    IF NEW.quota_unit = 'concurrent-requests' THEN
+        IF NEW.engine <> 'memory' THEN
+            RAISE EXCEPTION 'a concurrency policy (quota_unit concurrent-requests) must have engine memory, where its leases live (got "%")',
+                left(NEW.engine, 64)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NEW.algorithm <> 'fixed_window' OR NEW.burst IS NOT NULL
+           OR NEW.time_zone IS NOT NULL OR NEW.count_denied OR NEW.shadow
+           OR NEW.penalty_blocks IS NOT NULL OR NEW.max_delay IS NOT NULL
+           OR pg_catalog.date_part('month', NEW.period) <> 0
+           OR pg_catalog.date_part('year', NEW.period) <> 0 THEN
+            RAISE EXCEPTION 'a concurrency policy (quota_unit concurrent-requests) takes algorithm fixed_window, no burst, time_zone, count_denied, shadow, penalty_blocks or max_delay, and a period (its longest lease) without months'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF EXISTS (SELECT 1 FROM ratelimit.request_routes r WHERE r.policy = NEW.name) THEN
+            RAISE EXCEPTION 'a concurrency policy (quota_unit concurrent-requests) is decided by leases, not by the routes of ratelimit.request_routes that name it'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
     RETURN NEW;
 EXCEPTION
@@ -162,7 +207,9 @@ CREATE TYPE ratelimit.policy_decision AS (
     cost integer,
     reason text,
     shadow_denied text[],
-    decided_at timestamptz
+    decided_at timestamptz,
+    -- The penalty level the denial is under (reason 'penalty'); NULL otherwise.
+    penalty_level integer
 );
 
 ------------------------------------------------------------------------------------------------

@@ -52,6 +52,12 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     SELECT p.engine INTO engine FROM ratelimit.policies p WHERE p.name = NEW.policy;
+    -- A concurrency policy is decided by leases, which a request's check cannot take.
+    IF EXISTS (SELECT 1 FROM ratelimit.policies p
+               WHERE p.name = NEW.policy AND p.quota_unit = 'concurrent-requests') THEN
+        RAISE EXCEPTION 'policy: "%" is a concurrency policy (quota_unit concurrent-requests), decided by leases (ratelimit.acquire_policy), not by a route', NEW.policy
+            USING ERRCODE = '22023';
+    END IF;
     IF engine IS DISTINCT FROM 'memory' AND NEW.methods && ARRAY['*', 'GET', 'HEAD'] THEN
         RAISE EXCEPTION 'policy: a route for GET or HEAD needs a memory-engine policy, and "%" uses the % engine', NEW.policy, engine
             USING ERRCODE = '22023',

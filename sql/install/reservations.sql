@@ -45,3 +45,21 @@ CREATE FUNCTION ratelimit.cancel(p_reservation bigint)
 RETURNS ratelimit.decision
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'ratelimit_cancel';
+
+-- Decides exactly as check(p_policy, p_key, p_estimate, p_tier, p_ip, p_user) would (lists,
+-- override, tier, shadow, count_denied, counters, denial log) and, when that charged the
+-- policy's key, opens a reservation for p_hold on it: settle and cancel then correct the
+-- policy's counter for the subject, under the limit the call was decided with. A call that
+-- charged nothing (denied, an allow list, a bypass, a shadow policy's would-be denial) opens
+-- none: reservation_id is NULL.
+CREATE FUNCTION ratelimit.reserve_policy(
+    p_policy text,
+    p_key text,
+    p_estimate integer,
+    p_hold interval DEFAULT '1 minute',
+    p_tier text DEFAULT NULL,
+    p_ip inet DEFAULT NULL,
+    p_user uuid DEFAULT NULL)
+RETURNS ratelimit.reservation
+LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+AS 'MODULE_PATHNAME', 'ratelimit_reserve_policy';

@@ -40,7 +40,7 @@ CREATE FUNCTION ratelimit_router.shard_check_many(p_hashes integer[], p_position
     p_subjects text[], p_policy text, p_cost integer, p_tier text, p_ip inet, p_user uuid)
 RETURNS TABLE(key_position integer, allowed boolean, policy text, "limit" integer, remaining integer,
               retry_after_ms bigint, reset_after_ms bigint, period_ms bigint, cost integer,
-              reason text, shadow_denied text[], decided_at timestamptz)
+              reason text, shadow_denied text[], decided_at timestamptz, penalty_level integer)
 LANGUAGE plproxy
 AS $$
     CLUSTER 'ratelimit_router';
@@ -87,7 +87,8 @@ LANGUAGE sql STABLE
 AS $$
     SELECT ROW(p_allowed, p_policy, NULL::integer, NULL::integer,
                CASE WHEN p_allowed THEN 0::bigint END, NULL::bigint, NULL::bigint, p_cost,
-               'shard_unavailable', '{}'::text[], ratelimit.clock_now())::ratelimit.policy_decision
+               'shard_unavailable', '{}'::text[], ratelimit.clock_now(),
+               NULL::integer)::ratelimit.policy_decision
 $$;
 
 CREATE FUNCTION ratelimit_router.check(p_policy text, p_key text, p_cost integer DEFAULT 1,
@@ -238,7 +239,7 @@ BEGIN
     IF v_policy = 'error' THEN
         SELECT pg_catalog.array_agg(ROW(r.allowed, r.policy, r."limit", r.remaining, r.retry_after_ms,
                    r.reset_after_ms, r.period_ms, r.cost, r.reason, r.shadow_denied,
-                   r.decided_at)::ratelimit.policy_decision ORDER BY r.key_position)
+                   r.decided_at, r.penalty_level)::ratelimit.policy_decision ORDER BY r.key_position)
         INTO v_result
         FROM ratelimit_router.shard_check_many(v_hashes, v_positions, p_subjects, p_policy, p_cost,
                                                p_tier, p_ip, p_user) AS r;
@@ -263,7 +264,8 @@ BEGIN
                 LOOP
                     v_result[v_row.key_position] := ROW(v_row.allowed, v_row.policy, v_row."limit",
                         v_row.remaining, v_row.retry_after_ms, v_row.reset_after_ms, v_row.period_ms,
-                        v_row.cost, v_row.reason, v_row.shadow_denied, v_row.decided_at)::ratelimit.policy_decision;
+                        v_row.cost, v_row.reason, v_row.shadow_denied, v_row.decided_at,
+                        v_row.penalty_level)::ratelimit.policy_decision;
                 END LOOP;
                 EXIT;
             EXCEPTION

@@ -40,6 +40,7 @@ struct Outcome {
     std::int64_t remaining = 0;
     Micros retry_at = 0;  // meaningful only when denied
     Micros reset_at = 0;
+    bool cut = false;  // a charge went past most_owed, and its excess was forgotten
 };
 
 bool is_bucket(Algorithm algorithm) noexcept {
@@ -406,8 +407,10 @@ void bucket_level(const Limit& l, const KeyState& s, std::int64_t* tokens,
     }
 }
 
+// `go`, for a charge: the instant the charged call goes, when it is later than now (a delay,
+// Limit::max_delay); 0 otherwise. The same in gcra().
 Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action,
-                     bool fresh) {
+                     bool fresh, Micros go) {
     const Micros p = l.period;
     Micros t = now;
     std::int64_t tokens = l.burst;
@@ -442,7 +445,26 @@ Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
         write = true;
     } else if (action == Action::kCharge && cost > 0) {
         // Charged whatever is left: the bucket goes into debt, repaid by the refill.
-        tokens = static_cast<std::int64_t>(std::max<Wide>(Wide(tokens) - cost, -most_owed(l)));
+        Wide level = Wide(tokens) * p + fraction - Wide(cost) * p;  // in 1/P tokens
+        if (go > t) {
+            // A call that goes later also gives up what the bucket would have refilled past
+            // full by then (at most a microsecond's refill, the wait being rounded up to whole
+            // microseconds): a consume at that instant would find the bucket capped at B.
+            const Wide past_full =
+                Wide(tokens) * p + fraction + Wide(go - t) * l.limit - Wide(l.burst) * p;
+            if (past_full > 0)
+                level -= past_full;
+        }
+        Wide whole = level / p;  // floor: the fraction stays in [0, P)
+        if (level % p != 0 && level < 0)
+            --whole;
+        out.cut = whole < -most_owed(l);
+        if (out.cut) {
+            tokens = -most_owed(l);
+        } else {
+            tokens = static_cast<std::int64_t>(whole);
+            fraction = static_cast<std::int64_t>(level - whole * p);
+        }
         write = true;
     }
     if (write) {
@@ -485,8 +507,8 @@ Wide converted_arrival(const Limit& l, const KeyState& s) noexcept {
     return Wide(written) * l.limit + owed;
 }
 
-Outcome gcra(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action,
-             bool fresh) {
+Outcome gcra(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action, bool fresh,
+             Micros go) {
     const Micros p = l.period;
     const Wide n = l.limit;
     // Instants scaled by N, so that the emission interval P/N is the integer P.
@@ -510,7 +532,12 @@ Outcome gcra(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action 
     } else if (action == Action::kCharge && cost > 0) {
         // Charged whatever is left: the arrival time moves ahead past the tolerance, as far as
         // the token bucket's debt (most_owed).
-        after = std::min(next, now_scaled + tolerance + Wide(most_owed(l)) * p);
+        // A call that goes later is charged as a consume at that instant would be: from
+        // max(arrival time, go), as the token bucket gives up what it would refill past full.
+        const Wide charged_to = go > now ? std::max(next, Wide(go) * n + Wide(cost) * p) : next;
+        const Wide most = now_scaled + tolerance + Wide(most_owed(l)) * p;
+        out.cut = charged_to > most;
+        after = std::min(charged_to, most);
         write = true;
     }
     if (write) {
@@ -525,6 +552,61 @@ Outcome gcra(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action 
     out.retry_at = static_cast<Micros>(ceil_div(next - tolerance, n));
     out.reset_at = std::max(now, static_cast<Micros>(ceil_div(after, n)));
     return out;
+}
+
+// One algorithm's decision on `working` (the state, or a fresh one standing for it); `go` as
+// token_bucket() says.
+Outcome decide_algorithm(const Limit& limit, KeyState& working, Micros now, std::int64_t cost,
+                         Action action, bool fresh, Micros go = 0) {
+    switch (limit.algorithm) {
+        case Algorithm::kFixedWindow:
+            return fixed_window(limit, working, now, cost, action);
+        case Algorithm::kRollingWindow:
+            return rolling_window(limit, working, now, cost, action);
+        case Algorithm::kSlidingWindow:
+            return sliding_window(limit, working, now, cost, action);
+        case Algorithm::kSlidingWindowCounter:
+            return sliding_window_counter(limit, working, now, cost, action);
+        case Algorithm::kTokenBucket:
+            return token_bucket(limit, working, now, cost, action, fresh, go);
+        case Algorithm::kGcra:
+            return gcra(limit, working, now, cost, action, fresh, go);
+        case Algorithm::kNone:
+            break;
+    }
+    throw ArgumentError::invalid("p_algorithm", "must name an algorithm");
+}
+
+// The same limit, never delaying: for the peeks that say how a key stands (after a refund, a
+// charge or a delay, at the end of a block), which must not be delays themselves.
+Limit without_delay(const Limit& limit) noexcept {
+    Limit plain = limit;
+    plain.max_delay = 0;
+    return plain;
+}
+
+// A bucket's consume or peek that would be denied, admitted `wait` from now instead
+// (Limit::max_delay): its cost is charged at once, as Action::kCharge charges it (with what the
+// bucket would refill past full before the go instant, see token_bucket()), so that the bucket
+// from the go instant on is the one a consume at that instant would leave, and the calls after
+// it wait behind it. The charge is made on a copy; a consume keeps it, a peek
+// only reports it. False, and nothing changed, when the charge would be cut by most_owed: part
+// of the slot would be forgotten, so the call is denied instead.
+bool delay(const Limit& limit, KeyState& state, const KeyState& working, bool fresh, Micros now,
+           std::int64_t cost, Action action, Micros wait, Decision* decision) {
+    KeyState charged = working;
+    if (decide_algorithm(limit, charged, now, cost, Action::kCharge, fresh, now + wait).cut)
+        return false;
+    // The waits after the charge: reset_after is what a one-unit peek would say.
+    *decision = decide(without_delay(limit), charged, now, 1, Action::kPeek);
+    decision->allowed = true;
+    decision->remaining = 0;
+    decision->retry_after = wait;
+    decision->blocked = false;
+    decision->state_changed = action == Action::kConsume;
+    if (action == Action::kConsume)
+        state = std::move(charged);
+    return true;
 }
 
 }  // namespace
@@ -592,6 +674,19 @@ void require_valid_limit(const Limit& limit) {
             "p_burst",
             "is too large: refilling it (p_burst * p_period / p_limit) must take at "
             "most 365 days");
+    require_valid_max_delay("p_max_wait", limit.algorithm, limit.max_delay);
+}
+
+void require_valid_max_delay(const char* argument, Algorithm algorithm, Micros max_delay) {
+    if (max_delay < 0)
+        throw ArgumentError::invalid(argument, "must not be negative");
+    if (max_delay > kMaxWindow)
+        throw ArgumentError::invalid(argument, "must be at most 365 days");
+    // A window algorithm would count a delayed call in the window it was asked in, not in the
+    // one it goes in, and so admit more than its limit (algorithms.hpp).
+    if (max_delay > 0 && !is_bucket(algorithm))
+        throw ArgumentError::invalid(argument, "applies only to token_bucket and gcra (got " +
+                                                   std::string(algorithm_name(algorithm)) + ")");
 }
 
 Limit make_limit(Algorithm algorithm, std::int64_t limit, Micros period,
@@ -632,28 +727,15 @@ Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t co
     // A blocked key is only looked at: the decision is a peek, then overridden below.
     const Action effective = blocked && action == Action::kConsume ? Action::kPeek : action;
 
-    Outcome out;
-    switch (limit.algorithm) {
-        case Algorithm::kFixedWindow:
-            out = fixed_window(limit, working, now, cost, effective);
-            break;
-        case Algorithm::kRollingWindow:
-            out = rolling_window(limit, working, now, cost, effective);
-            break;
-        case Algorithm::kSlidingWindow:
-            out = sliding_window(limit, working, now, cost, effective);
-            break;
-        case Algorithm::kSlidingWindowCounter:
-            out = sliding_window_counter(limit, working, now, cost, effective);
-            break;
-        case Algorithm::kTokenBucket:
-            out = token_bucket(limit, working, now, cost, effective, fresh);
-            break;
-        case Algorithm::kGcra:
-            out = gcra(limit, working, now, cost, effective, fresh);
-            break;
-        case Algorithm::kNone:
-            throw ArgumentError::invalid("p_algorithm", "must name an algorithm");
+    Outcome out = decide_algorithm(limit, working, now, cost, effective, fresh);
+    if (!blocked && !out.allowed && cost > 0 && limit.max_delay > 0 && is_bucket(limit.algorithm) &&
+        (action == Action::kConsume || action == Action::kPeek) &&
+        out.retry_at - now <= limit.max_delay) {
+        // Admitted for later instead of denied, unless the charge would be cut (then the slot
+        // could not be kept, and the call is denied as before).
+        Decision decision;
+        if (delay(limit, state, working, fresh, now, cost, action, out.retry_at - now, &decision))
+            return decision;
     }
 
     const bool written = action == Action::kRefund || (action == Action::kCharge && cost > 0) ||
@@ -662,7 +744,7 @@ Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t co
         state = std::move(fresh_state);
     if (action == Action::kRefund || action == Action::kCharge) {
         // Report what a one-unit peek would say after the refund or charge.
-        Decision after = decide(limit, state, now, 1, Action::kPeek);
+        Decision after = decide(without_delay(limit), state, now, 1, Action::kPeek);
         after.state_changed = written;
         return after;
     }
@@ -679,8 +761,10 @@ Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t co
         // will say when the block ends.
         KeyState at_end = fresh ? KeyState{} : working;
         at_end.blocked_until = 0;
-        const Decision later = decide(limit, at_end, working.blocked_until, cost, Action::kPeek);
+        const Decision later =
+            decide(without_delay(limit), at_end, working.blocked_until, cost, Action::kPeek);
         decision.allowed = false;
+        decision.blocked = true;
         decision.remaining = 0;
         decision.retry_after = working.blocked_until - now + later.retry_after;
         decision.reset_after = working.blocked_until - now + later.reset_after;

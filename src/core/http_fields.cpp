@@ -69,6 +69,12 @@ std::string unit_parameter(const std::optional<std::string>& unit) {
     return ";qu=" + sf_string(*unit);
 }
 
+// A lease decision (ratelimit.lease_decision) limits units in flight: its own reasons say so,
+// as a decision row has no quota unit of its own.
+bool lease_reason(const std::optional<std::string>& reason) {
+    return reason && (*reason == "leased" || *reason == "concurrency_limited");
+}
+
 std::string key_parameter(const std::optional<std::string>& key) {
     return key && !key->empty() ? ";pk=" + sf_binary(*key) : std::string();
 }
@@ -222,8 +228,10 @@ HttpOverflow rate_limit_headers(const DecisionView& d, ResetFormat format, Heade
     const bool denied = d.allowed.has_value() && !*d.allowed;
     headers->emplace_back("X-RateLimit-Limit", std::to_string(*d.limit));
     headers->emplace_back("X-RateLimit-Remaining", std::to_string(remaining));
-    std::string policies =
-        policy_item(policy, *d.limit, d.period_ms, d.quota_unit, d.partition_key);
+    const std::optional<std::string> unit = d.quota_unit || !lease_reason(d.reason)
+                                                ? d.quota_unit
+                                                : std::optional<std::string>("concurrent-requests");
+    std::string policies = policy_item(policy, *d.limit, d.period_ms, unit, d.partition_key);
     for (const PolicyItem& other : d.others)
         policies += ", " + policy_item(other.name, other.limit, other.period_ms, other.quota_unit,
                                        other.partition_key);
@@ -285,8 +293,12 @@ HttpOverflow rate_limit_body(const DecisionView& d, BodyShape shape, bool* denie
             return HttpOverflow::kInteger;
         current = used + *d.cost;
     }
-    std::string message = "Too many requests. Limit: " + number_or_empty(d.limit) + " per " +
-                          (d.period_ms ? describe_period_ms(*d.period_ms) : std::string()) + ".";
+    std::string message =
+        "Too many requests. Limit: " + number_or_empty(d.limit) +
+        (lease_reason(d.reason)
+             ? std::string(" at once")
+             : " per " + (d.period_ms ? describe_period_ms(*d.period_ms) : std::string())) +
+        ".";
     if (current)
         message += " Current: " + std::to_string(*current) + ".";
     if (!retry_seconds)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "ratelimit/error.hpp"
@@ -64,6 +65,7 @@ Limit unchecked_limit(const PolicyRule& rule, const KeyOverrideRule* key_overrid
     limit.window_end = rule.window_end;
     limit.limit = multiplied_limit(base, multiplier);
     limit.burst = rule.burst ? multiplied_limit(*rule.burst, multiplier) : limit.limit;
+    limit.max_delay = rule.max_delay;
     return limit;
 }
 
@@ -213,8 +215,74 @@ const char* reason_name(PolicyReason reason) noexcept {
             return "allow_list";
         case PolicyReason::kBypass:
             return "bypass";
+        case PolicyReason::kPenalty:
+            return "penalty";
+        case PolicyReason::kDelayed:
+            return "delayed";
     }
     return "limited";
+}
+
+// ---- penalties --------------------------------------------------------------------------------
+
+void require_valid_penalties(const std::string& where, const std::vector<Micros>& blocks,
+                             Micros decay) {
+    auto refuse = [&](const char* column, const std::string& detail) {
+        const std::string message = std::string(column) + " " + detail;
+        return ArgumentError(ErrorKind::kInvalidArgument, column,
+                             where.empty() ? message : where + " " + message);
+    };
+    if (blocks.empty() || blocks.size() > kMaxPenaltySteps)
+        throw refuse("penalty_blocks", "must have 1 to " + std::to_string(kMaxPenaltySteps) +
+                                           " steps (got " + std::to_string(blocks.size()) + ")");
+    // As periods are: at least a millisecond, at most 365 days.
+    auto require_span = [&](const char* column, Micros span) {
+        if (span < kMinPeriod)
+            throw refuse(column, "must be at least 1 millisecond");
+        if (span > kMaxWindow)
+            throw refuse(column, "must be at most 365 days");
+    };
+    for (const Micros block : blocks)
+        require_span("penalty_blocks", block);
+    require_span("penalty_decay", decay);
+    // The level's counter drains a full ladder in steps x decay, a limit's longest span.
+    if (decay > kMaxWindow / static_cast<Micros>(blocks.size()))
+        throw refuse("penalty_decay", "times the number of penalty_blocks (" +
+                                          std::to_string(blocks.size()) +
+                                          ") must be at most 365 days");
+}
+
+Limit penalty_counter(const PolicyRule& rule) {
+    Limit counter;
+    counter.algorithm = Algorithm::kTokenBucket;
+    counter.limit = 1;
+    counter.period = rule.penalty_decay;
+    counter.burst = static_cast<std::int64_t>(rule.penalty_blocks.size());
+    return counter;
+}
+
+std::int64_t penalty_level(const PolicyRule& rule, const Decision& counter) noexcept {
+    const auto steps = static_cast<std::int64_t>(rule.penalty_blocks.size());
+    return std::clamp<std::int64_t>(steps - counter.remaining, 0, steps);
+}
+
+Micros penalty_block(const PolicyRule& rule, std::int64_t level) noexcept {
+    if (rule.penalty_blocks.empty() || level < 1)
+        return 0;
+    const auto step =
+        std::min<std::size_t>(static_cast<std::size_t>(level), rule.penalty_blocks.size());
+    return rule.penalty_blocks[step - 1];
+}
+
+void apply_penalty(PolicyAnswer& answer, std::int64_t level, Micros block) noexcept {
+    if (level < 1 || answer.allowed)
+        return;
+    answer.reason = PolicyReason::kPenalty;
+    answer.penalty_level = std::max(answer.penalty_level.value_or(0), level);
+    if (block > 0) {
+        answer.retry_after = std::max(answer.retry_after.value_or(block), block);
+        answer.reset_after = std::max(answer.reset_after.value_or(block), block);
+    }
 }
 
 PolicyPlan plan_policies(const std::vector<PolicyRequest>& requests, const TierRule* tier,
@@ -357,6 +425,8 @@ PolicyAnswer answer_decided(const std::vector<PolicyRequest>& requests, const Po
             }
             answer.retry_after =
                 std::max(answer.retry_after.value_or(d.retry_after), d.retry_after);
+            if (!rule.penalty_blocks.empty())
+                (d.blocked ? answer.penalty_reads : answer.penalized).push_back(checked.request);
         } else {
             // Allowed here; when the call as a whole was denied, nothing was taken.
             answer.outcomes[checked.request] =
@@ -379,8 +449,15 @@ PolicyAnswer answer_decided(const std::vector<PolicyRequest>& requests, const Po
     answer.reset_after = d.reset_after;
     answer.period = plan.checked[b].limit.period;
     if (allowed) {
-        answer.retry_after = 0;
-        answer.reason = PolicyReason::kWithinLimits;
+        // A policy with max_delay may have admitted the call for later: it goes when the last
+        // of them has come round.
+        Micros delay = 0;
+        for (std::size_t j = 0; j < plan.checked.size(); ++j) {
+            if (plan.checked[j].enforced && reported[j].allowed)
+                delay = std::max(delay, reported[j].retry_after);
+        }
+        answer.retry_after = delay;
+        answer.reason = delay > 0 ? PolicyReason::kDelayed : PolicyReason::kWithinLimits;
     } else {
         answer.reason = PolicyReason::kLimited;
     }

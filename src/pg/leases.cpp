@@ -1,7 +1,9 @@
 #include "pg/leases.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -13,6 +15,8 @@
 #include "pg/guard.hpp"
 #include "pg/lwlock_scope.hpp"
 #include "pg/memory_engine.hpp"
+#include "pg/policy_cache.hpp"
+#include "pg/policy_call.hpp"
 #include "pg/postgres.hpp"
 #include "pg/result_row.hpp"
 #include "pg/shared_region.hpp"
@@ -25,6 +29,9 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/typcache.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
@@ -173,35 +180,22 @@ KeyHash lease_key(Datum key) {
     return memory_key(StateKey{native_space(), key}).hash;
 }
 
-// ---- the SQL functions ----------------------------------------------------------------------
-
-// ratelimit.acquire(p_key, p_limit, p_cost, p_scope, p_max_hold) -> ratelimit.lease
-Datum acquire_body(FunctionCallInfo fcinfo) {
-    region.require_available();
-    const Datum key = key_argument(fcinfo, 0, "p_key");
-    const std::int32_t limit = int32_argument(fcinfo, 1, "p_limit");
-    if (limit < 1)
-        throw ArgumentError::invalid("p_limit",
-                                     "must be at least 1 (got " + std::to_string(limit) + ")");
-    const std::int32_t cost = int32_argument(fcinfo, 2, "p_cost");
-    if (cost < 1 || cost > limit)
-        throw ArgumentError::invalid("p_cost", "must be between 1 and p_limit (" +
-                                                   std::to_string(limit) + "), got " +
-                                                   std::to_string(cost));
-    const std::string_view scope = name_argument(fcinfo, 3, "p_scope");
+// p_scope: true for 'session', false for 'transaction'.
+bool scope_argument(FunctionCallInfo fcinfo, int index) {
+    const std::string_view scope = name_argument(fcinfo, index, "p_scope");
     const bool session = scope == "session";
     if (!session && scope != "transaction")
         throw ArgumentError::invalid("p_scope", "must be transaction or session (got \"" +
                                                     std::string(scope.substr(0, 64)) + "\")");
-    const Micros max_hold = PG_ARGISNULL(4) ? 0 : interval_argument(fcinfo, 4, "p_max_hold");
-    if (max_hold != 0 && max_hold < kMinPeriod)
-        throw ArgumentError::invalid("p_max_hold", "must be at least 1 millisecond");
-    const Micros now = clock_now();
-    require_valid_instant(now);
+    return session;
+}
 
+// Takes `cost` of `limit` units for the key hashed `hash` when they fit, held by this
+// backend's transaction or session; a full partition is an error (53200).
+LeaseAnswer take_lease(const KeyHash& hash, std::int64_t limit, std::int64_t cost, Micros now,
+                       Micros max_hold, bool session) {
     prepare_backend();
     held->reserve(held->size() + 1);  // noting the lease below cannot fail
-    const KeyHash hash = lease_key(key);
     const int partition = LeaseTable::partition_of(hash);
     const std::uint32_t bits = random_bits();
     const LeaseAnswer answer = with_partition(partition, [&](LeaseTable& table) {
@@ -223,6 +217,31 @@ Datum acquire_body(FunctionCallInfo fcinfo) {
             call_postgres([&] { subtransaction = GetCurrentSubTransactionId(); });
         held->push_back(HeldLease{answer.id, subtransaction});
     }
+    return answer;
+}
+
+// ---- the SQL functions ----------------------------------------------------------------------
+
+// ratelimit.acquire(p_key, p_limit, p_cost, p_scope, p_max_hold) -> ratelimit.lease
+Datum acquire_body(FunctionCallInfo fcinfo) {
+    region.require_available();
+    const Datum key = key_argument(fcinfo, 0, "p_key");
+    const std::int32_t limit = int32_argument(fcinfo, 1, "p_limit");
+    if (limit < 1)
+        throw ArgumentError::invalid("p_limit",
+                                     "must be at least 1 (got " + std::to_string(limit) + ")");
+    const std::int32_t cost = int32_argument(fcinfo, 2, "p_cost");
+    if (cost < 1 || cost > limit)
+        throw ArgumentError::invalid("p_cost", "must be between 1 and p_limit (" +
+                                                   std::to_string(limit) + "), got " +
+                                                   std::to_string(cost));
+    const bool session = scope_argument(fcinfo, 3);
+    const Micros max_hold = PG_ARGISNULL(4) ? 0 : interval_argument(fcinfo, 4, "p_max_hold");
+    if (max_hold != 0 && max_hold < kMinPeriod)
+        throw ArgumentError::invalid("p_max_hold", "must be at least 1 millisecond");
+    const Micros now = clock_now();
+    require_valid_instant(now);
+    const LeaseAnswer answer = take_lease(lease_key(key), limit, cost, now, max_hold, session);
 
     constexpr int kFields = 5;
     Datum values[kFields] = {0};
@@ -280,6 +299,258 @@ Datum in_flight_body(FunctionCallInfo fcinfo) {
     return Int32GetDatum(static_cast<std::int32_t>(units));
 }
 
+// ---- leases through a policy -------------------------------------------------------------------
+
+// A concurrency policy's limit decided by the lease table: its subjects' leases are keyed by
+// the policy's name and the subject (hashed as the memory engine hashes a policy's key), so
+// that neither another policy's nor a native key's leases share its slots. A lease is held at
+// most the policy's period.
+class PolicyLeases final : public InFlightLimit {
+  public:
+    explicit PolicyLeases(bool session) : session_(session) {}
+
+    Decision take(const StateKey& key, const Limit& limit, std::int64_t cost, Micros now) override {
+        answer = take_lease(memory_key(key).hash, limit.limit, cost, now, limit.period, session_);
+        decided = true;
+        return decision(limit, answer.allowed);
+    }
+
+    Decision look(const StateKey& key, const Limit& limit, Micros now) override {
+        const KeyHash hash = memory_key(key).hash;
+        const int partition = LeaseTable::partition_of(hash);
+        answer = LeaseAnswer{};
+        answer.in_flight = with_partition(
+            partition, [&](LeaseTable& table) { return table.in_flight(partition, hash, now); });
+        decided = true;
+        return decision(limit, false);
+    }
+
+    LeaseAnswer answer;
+    bool decided = false;  // take or look ran: the policy's limit was looked at
+
+  private:
+    // As a policy reports it: remaining is what a lease could take now; a denial waits for the
+    // first lease to reach its maximum hold; the key is whole again once every lease it holds
+    // has ended, at most a period from now.
+    Decision decision(const Limit& limit, bool allowed) const {
+        Decision d;
+        d.allowed = allowed;
+        d.limit = limit.limit;
+        d.remaining = std::max<std::int64_t>(0, limit.limit - answer.in_flight);
+        d.retry_after = allowed ? 0 : answer.retry_after.value_or(0);
+        d.reset_after = answer.in_flight > 0 ? limit.period : 0;
+        return d;
+    }
+
+    bool session_;
+};
+
+// ratelimit.acquire_policy(p_policy, p_key, p_cost, p_scope, p_tier, p_ip, p_user)
+// -> ratelimit.lease
+Datum acquire_policy_body(FunctionCallInfo fcinfo) {
+    region.require_available();
+    const bool session = scope_argument(fcinfo, 3);
+    if (!PG_ARGISNULL(2) && PG_GETARG_INT32(2) < 1)
+        throw ArgumentError::invalid(
+            "p_cost", "must be at least 1 (got " + std::to_string(PG_GETARG_INT32(2)) + ")");
+
+    // check's six arguments, read and decided on check's own path: a view of the call that
+    // holds them in check's order.
+    constexpr int kCheckArguments = 6;
+    constexpr int kFrom[kCheckArguments] = {0, 1, 2, 4, 5, 6};
+    LOCAL_FCINFO(check_args, kCheckArguments);
+    InitFunctionCallInfoData(*check_args, fcinfo->flinfo, kCheckArguments, fcinfo->fncollation,
+                             nullptr, nullptr);
+    for (int i = 0; i < kCheckArguments; ++i)
+        check_args->args[i] = fcinfo->args[kFrom[i]];
+    PolicyLeases leases(session);
+    const PolicySubject subject = decide_policy_subject(check_args, &leases);
+    const PolicyAnswer& answer = subject.answer;
+
+    // Which way the call went shows in which fields are NULL (lease_decision reads them back):
+    // a lease held has an identifier; a limit looked at has in_flight; a deny entry has
+    // neither, and the policy's limit; an allow entry only the limit; a bypass nothing.
+    std::optional<std::uint64_t> id;
+    std::optional<std::int64_t> limit;
+    std::optional<std::int64_t> in_flight;
+    std::optional<Micros> retry_after;
+    if (subject.charged)
+        id = leases.answer.id;
+    if (leases.decided) {
+        limit = subject.limit.limit;
+        in_flight = leases.answer.in_flight;
+        if (!answer.allowed)
+            retry_after = leases.answer.retry_after;
+    } else if (answer.reason == PolicyReason::kDenyList) {
+        limit = answer.limit;
+        retry_after = answer.retry_after;
+    } else if (answer.reason == PolicyReason::kAllowList) {
+        const PolicyRule* rule = policy_catalog(subject.schema).policy(subject.policy);
+        if (rule != nullptr)
+            limit = rule->limit;
+    }
+    constexpr int kFields = 5;
+    Datum values[kFields] = {0};
+    bool nulls[kFields] = {false};
+    nulls[0] = !id.has_value();
+    values[0] = Int64GetDatum(static_cast<std::int64_t>(id.value_or(0)));
+    values[1] = BoolGetDatum(answer.allowed);
+    nulls[2] = !limit.has_value();
+    values[2] = Int32GetDatum(static_cast<std::int32_t>(limit.value_or(0)));
+    nulls[3] = !in_flight.has_value();
+    values[3] = Int32GetDatum(static_cast<std::int32_t>(in_flight.value_or(0)));
+    nulls[4] = !retry_after.has_value();
+    values[4] = Int64GetDatum(milliseconds_up(retry_after.value_or(0)));
+    Datum result = 0;
+    call_postgres([&] {
+        result = HeapTupleGetDatum(heap_form_tuple(returned_row_descriptor(fcinfo), values, nulls));
+    });
+    return result;
+}
+
+// ratelimit.lease_decision(p_policy, p_lease) -> ratelimit.policy_decision: what
+// acquire_policy answered, as check would report it, for http_headers and http_body. The
+// reasons of a limit looked at are the leases' own ('leased', 'concurrency_limited'), so that
+// the headers count the limit in concurrent requests.
+Datum lease_decision_body(FunctionCallInfo fcinfo) {
+    const std::string_view name = name_argument(fcinfo, 0, "p_policy");
+    Oid schema = InvalidOid;
+    call_postgres([&] { schema = get_func_namespace(fcinfo->flinfo->fn_oid); });
+    const PolicyCatalog& catalog = policy_catalog(schema);
+    const PolicyRule* rule = catalog.policy(name);
+    if (rule == nullptr) {
+        // The first 64 characters of the name (UTF-8), as check quotes it.
+        std::size_t cut = 0;
+        for (int seen = 0; cut < name.size() && seen < 64; ++seen) {
+            ++cut;
+            while (cut < name.size() && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
+                ++cut;
+        }
+        throw ArgumentError(
+            ErrorKind::kInvalidArgument, "p_policy",
+            "p_policy: unknown policy \"" + std::string(name.substr(0, cut)) + "\"");
+    }
+    const std::string* unit = catalog.quota_unit(rule->name);
+    if (unit == nullptr || *unit != kConcurrentRequests)
+        throw ArgumentError(ErrorKind::kInvalidArgument, "p_policy",
+                            "p_policy: policy \"" + rule->name +
+                                "\" is not a concurrency policy (its quota_unit is not " +
+                                kConcurrentRequests + ")");
+    if (PG_ARGISNULL(1))
+        throw ArgumentError::null("p_lease");
+    constexpr int kLeaseFields = 5;
+    Datum lease[kLeaseFields];
+    bool lease_nulls[kLeaseFields];
+    bool wrong_type = false;
+    call_postgres([&] {
+        HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(1);
+        TupleDesc desc =
+            lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
+        HeapTupleData tuple;
+        tuple.t_len = HeapTupleHeaderGetDatumLength(row);
+        ItemPointerSetInvalid(&tuple.t_self);
+        tuple.t_tableOid = InvalidOid;
+        tuple.t_data = row;
+        wrong_type = desc->natts != kLeaseFields;
+        if (!wrong_type)
+            heap_deform_tuple(&tuple, desc, lease, lease_nulls);
+        ReleaseTupleDesc(desc);
+    });
+    if (wrong_type)
+        throw ArgumentError::invalid("p_lease", "must be a ratelimit.lease");
+    bool all_null = true;
+    for (bool is_null : lease_nulls)
+        all_null = all_null && is_null;
+    if (all_null)
+        throw ArgumentError::null("p_lease");
+    if (lease_nulls[1])
+        throw ArgumentError::invalid("p_lease", "has no answer (allowed is NULL)");
+    const bool allowed = DatumGetBool(lease[1]);
+    const bool held_lease = !lease_nulls[0];
+    const std::optional<std::int64_t> limit =
+        lease_nulls[2] ? std::nullopt : std::optional<std::int64_t>(DatumGetInt32(lease[2]));
+    const bool in_flight = !lease_nulls[3];
+    const std::int64_t units = in_flight ? DatumGetInt32(lease[3]) : 0;
+    const std::optional<std::int64_t> retry_ms =
+        lease_nulls[4] ? std::nullopt : std::optional<std::int64_t>(DatumGetInt64(lease[4]));
+    const std::int64_t period_ms = (rule->period + 500) / 1000;
+    const Micros now = clock_now();
+    require_valid_instant(now);
+
+    // Read back as acquire_policy wrote it (see there).
+    PolicyReason reason = PolicyReason::kWithinLimits;
+    const char* reason_text = "leased";
+    std::optional<std::int64_t> remaining;
+    std::optional<std::int64_t> retry_after_ms;
+    std::optional<std::int64_t> reset_after_ms;
+    bool reported = true;  // the policy is reported (a limit was looked at, or a deny entry)
+    if (allowed && !held_lease && !in_flight) {
+        reason = limit ? PolicyReason::kAllowList : PolicyReason::kBypass;
+        reported = false;
+        retry_after_ms = 0;
+        reset_after_ms = 0;
+    } else if (!allowed && !in_flight) {
+        reason = PolicyReason::kDenyList;
+        remaining = 0;
+        retry_after_ms = retry_ms;
+        reset_after_ms = retry_ms;
+    } else {
+        if (limit)
+            remaining = std::max<std::int64_t>(0, *limit - units);
+        if (allowed) {
+            retry_after_ms = 0;
+            reset_after_ms = period_ms;
+        } else if (retry_ms) {
+            reason = PolicyReason::kLimited;
+            reason_text = "concurrency_limited";
+            retry_after_ms = retry_ms;
+            reset_after_ms = std::max(*retry_ms, period_ms);
+        } else {
+            // Every lease of a concurrency policy has a maximum hold, so a denial with no
+            // release to wait for held nothing: the cost was above the limit.
+            reason = PolicyReason::kCostExceedsLimit;
+            reset_after_ms = units > 0 ? period_ms : 0;
+        }
+    }
+    if (reason != PolicyReason::kWithinLimits && reason != PolicyReason::kLimited)
+        reason_text = reason_name(reason);
+
+    Datum result = 0;
+    const std::string& policy_name = rule->name;
+    call_postgres([&] {
+        TupleDesc desc = returned_row_descriptor(fcinfo);
+        if (desc->natts < 11)
+            elog(ERROR, "ratelimit: the function must return ratelimit.policy_decision");
+        Datum* values = static_cast<Datum*>(palloc0(sizeof(Datum) * desc->natts));
+        bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * desc->natts));
+        for (int i = 0; i < desc->natts; ++i)
+            nulls[i] = true;
+        auto set = [&](int i, Datum value) {
+            values[i] = value;
+            nulls[i] = false;
+        };
+        set(0, BoolGetDatum(allowed));
+        if (reported)
+            set(1, PointerGetDatum(cstring_to_text_with_len(policy_name.data(),
+                                                            static_cast<int>(policy_name.size()))));
+        if (reported && limit)
+            set(2, Int32GetDatum(static_cast<std::int32_t>(*limit)));
+        if (remaining)
+            set(3, Int32GetDatum(static_cast<std::int32_t>(*remaining)));
+        if (retry_after_ms)
+            set(4, Int64GetDatum(*retry_after_ms));
+        if (reset_after_ms)
+            set(5, Int64GetDatum(*reset_after_ms));
+        if (reported)
+            set(6, Int64GetDatum(period_ms));
+        set(8, CStringGetTextDatum(reason_text));
+        set(9, PointerGetDatum(construct_empty_array(TEXTOID)));
+        set(10, TimestampTzGetDatum(to_timestamptz(now)));
+        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+    });
+    return result;
+}
+
 }  // namespace
 
 void define_lease_settings() {
@@ -304,3 +575,5 @@ void install_leases() {
 RATELIMIT_SQL_FUNCTION(ratelimit_acquire, ratelimit::pg::acquire_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_release, ratelimit::pg::release_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_in_flight, ratelimit::pg::in_flight_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_acquire_policy, ratelimit::pg::acquire_policy_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_lease_decision, ratelimit::pg::lease_decision_body)

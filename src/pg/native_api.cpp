@@ -47,8 +47,32 @@ Engine read_engine(FunctionCallInfo fcinfo, int index) {
     return parse_engine("p_engine", name_argument(fcinfo, index, "p_engine"));
 }
 
-// p_time_zone: the last argument of consume, peek, refund, allow, consume_many and peek_many.
+// p_time_zone: the last argument of peek, refund, allow, consume_many and peek_many, and the
+// one before p_max_wait in consume.
 constexpr int kTimeZoneArgument = 7;
+
+// p_max_wait: consume's last argument.
+constexpr int kMaxWaitArgument = 8;
+
+// p_max_wait: how long a call that would be denied may instead wait for its turn
+// (Limit::max_delay). NULL or a zero interval: never; else a span as interval_argument reads it
+// (no months, at most 365 days), the algorithm checked by require_valid_limit.
+Micros max_wait_argument(FunctionCallInfo fcinfo) {
+    if (PG_NARGS() <= kMaxWaitArgument || PG_ARGISNULL(kMaxWaitArgument))
+        return 0;
+    const Interval* span = PG_GETARG_INTERVAL_P(kMaxWaitArgument);
+    if (span->month == 0) {
+        // interval_argument says "greater than zero" of a zero or negative span; zero is
+        // allowed here (no delay), so a negative one gets its own message.
+        const __int128 length = static_cast<__int128>(span->day) * kMicrosPerDay + span->time;
+        if (length == 0)
+            return 0;
+        if (length < 0)
+            throw ArgumentError::invalid("p_max_wait",
+                                         "must not be negative (NULL or '0' for no delay)");
+    }
+    return interval_argument(fcinfo, kMaxWaitArgument, "p_max_wait");
+}
 
 ZoneCache* zone_cache(FunctionCallInfo fcinfo);
 
@@ -210,6 +234,10 @@ StateEngine& native_engine(FunctionCallInfo fcinfo, Engine engine, const char* f
 
 Datum limit_call(FunctionCallInfo fcinfo, Action action) {
     LimitCall call = read_limit_call(fcinfo);
+    if (action == Action::kConsume) {
+        call.limit.max_delay = max_wait_argument(fcinfo);
+        require_valid_limit(call.limit);
+    }
     EngineStorage storage;
     StateEngine& engine = native_engine(fcinfo, call.engine, action_function(action), storage);
     const StateKey key{native_space(), call.key};

@@ -4,6 +4,7 @@
 // plan and the answer, from the core (ratelimit/policy.hpp); the keys, decided as one through
 // the engines (state_engines.hpp), each policy's subjects in a namespace of their own.
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "pg/memory_engine.hpp"
 #include "pg/policy_cache.hpp"
 #include "pg/policy_counters.hpp"
+#include "pg/policy_call.hpp"
 #include "pg/policy_http.hpp"
 #include "pg/spi_statement.hpp"
 #include "pg/state_engines.hpp"
@@ -84,6 +86,8 @@ struct ArgumentNames {
     std::string policies;
     std::string keys;
     bool scalar = false;
+    // acquire_policy: the policy must be a concurrency policy; every other call refuses one.
+    bool leases = false;
 
     std::string policy(int i) const {
         return scalar ? policies : policies + "[" + std::to_string(i + 1) + "]";
@@ -200,6 +204,11 @@ struct PolicyCall {
     std::vector<std::unique_ptr<PolicyRule>> calendar_rules;
 };
 
+// A concurrency policy (pg/policy_call.hpp) is decided by leases only: a call that would count
+// it as a rate is refused before anything is charged, and acquire_policy takes nothing else.
+void require_policy_kind(const PolicyCatalog& catalog, const PolicyRule& rule,
+                         const ArgumentNames& names, int i);
+
 // Reads and checks the arguments in the order the SQL layer always has: the arrays, their
 // sizes, the cost, the tier, then each policy and its subject.
 // `policies` and `keys` are the first two arguments, already read (check_many passes one
@@ -257,6 +266,7 @@ PolicyCall read_policy_call(FunctionCallInfo fcinfo, const ArgumentNames& names,
         require_key(names.key(i), text_bytes(resolved.key).size());
         resolved.subject = resolved.rule->hash_key ? hashed_subject(resolved.key) : resolved.key;
         resolved.space = policies.values[i];
+        require_policy_kind(catalog, *resolved.rule, names, i);
     }
     for (ResolvedPolicy& resolved : call.policies) {
         const CalendarPolicy* calendar = catalog.calendar(resolved.rule->name);
@@ -338,6 +348,37 @@ void apply_answer(FunctionCallInfo fcinfo, Oid schema, const PolicyCall& call,
     }
 }
 
+// The namespace of a policy's penalty levels: its name and "/penalty". A policy name has no
+// '/', so no policy's counters (nor the native keys, in '') can meet it.
+Datum penalty_space(const std::string& policy) {
+    return text_datum(policy + "/penalty");
+}
+
+// Charges the penalties the core's answer asks for (each counter, then the key's block) and
+// reads the levels of keys denied while blocked; the answer then reports them (apply_penalty).
+void apply_penalties(Oid schema, const PolicyCall& call, PolicyAnswer& answer, Micros now) {
+    auto settle_level = [&](std::size_t request, bool earned) {
+        const ResolvedPolicy& resolved = call.policies[request];
+        const PolicyRule& rule = *resolved.rule;
+        EngineStorage storage;
+        StateEngine& engine = state_engine(rule.engine, schema, "ratelimit.check()", storage);
+        const StateKey counter{penalty_space(rule.name), resolved.subject};
+        const Decision level_decision = engine.decide(counter, penalty_counter(rule), now, 1,
+                                                      earned ? Action::kCharge : Action::kPeek);
+        const std::int64_t level = penalty_level(rule, level_decision);
+        Micros block = 0;
+        if (earned) {
+            block = penalty_block(rule, level);
+            engine.block(StateKey{resolved.space, resolved.subject}, now + block, now);
+        }
+        apply_penalty(answer, level, block);
+    };
+    for (std::size_t request : answer.penalized)
+        settle_level(request, true);
+    for (std::size_t request : answer.penalty_reads)
+        settle_level(request, false);
+}
+
 // Decides a call read and planned; `schema` is the extension's.
 PolicyAnswer decide_planned(FunctionCallInfo fcinfo, Oid schema, const PolicyCall& call,
                             const PolicyPlan& plan, Micros now) {
@@ -378,6 +419,7 @@ PolicyAnswer decide_planned(FunctionCallInfo fcinfo, Oid schema, const PolicyCal
                 decisions[tier.index] = reported_decision(tier, allowed);
             answer = answer_decided(call.requests, plan, decisions, allowed, call.cost);
             answer.checked = std::move(decisions);
+            apply_penalties(schema, call, answer, now);
             break;
         }
     }
@@ -399,9 +441,11 @@ PolicyAnswer decide_call(FunctionCallInfo fcinfo, const ArgumentNames& names, Oi
 // The answer as a ratelimit.policy_decision row.
 Datum answer_datum(FunctionCallInfo fcinfo, const PolicyCall& call, const PolicyAnswer& answer,
                    Micros now) {
-    constexpr int kFields = 11;
+    constexpr int kFields = 12;
     Datum values[kFields] = {0};
     bool nulls[kFields] = {false};
+    nulls[11] = !answer.penalty_level.has_value();
+    values[11] = Int32GetDatum(static_cast<std::int32_t>(answer.penalty_level.value_or(0)));
     values[0] = BoolGetDatum(answer.allowed);
     nulls[1] = !answer.policy.has_value();
     if (answer.policy)
@@ -683,11 +727,12 @@ Datum check_http_body(FunctionCallInfo fcinfo) {
     DecisionView view = decision_view(call, answer, now);
     add_http_items(catalog, call, plan, answer, &view);
 
-    std::vector<JsonMember> decision(11);
-    const char* const kNames[] = {"allowed",        "policy",         "limit",     "remaining",
-                                  "retry_after_ms", "reset_after_ms", "period_ms", "cost",
-                                  "reason",         "shadow_denied",  "decided_at"};
-    for (int i = 0; i < 11; ++i)
+    // The columns of ratelimit.policy_decision, in its order.
+    const char* const kNames[] = {
+        "allowed",   "policy", "limit",  "remaining",     "retry_after_ms", "reset_after_ms",
+        "period_ms", "cost",   "reason", "shadow_denied", "decided_at",     "penalty_level"};
+    std::vector<JsonMember> decision(std::size(kNames));
+    for (std::size_t i = 0; i < decision.size(); ++i)
         decision[i].name = kNames[i];
     auto number = [](JsonMember& member, const std::optional<std::int64_t>& value) {
         if (value) {
@@ -719,6 +764,7 @@ Datum check_http_body(FunctionCallInfo fcinfo) {
                            nullptr);
     });
     decision[10].text = timestamp;
+    number(decision[11], answer.penalty_level);
 
     std::vector<JsonMember> members(5);
     members[0].name = "allowed";
@@ -775,7 +821,11 @@ Datum reset_policy_key_body(FunctionCallInfo fcinfo) {
     EngineStorage storage;
     StateEngine& engine =
         state_engine(resolved.rule->engine, schema, "ratelimit.reset_policy_key()", storage);
-    return BoolGetDatum(engine.reset(StateKey{resolved.space, resolved.subject}));
+    // The penalty level goes too: a reset key starts over at the first step.
+    const bool level_reset =
+        !resolved.rule->penalty_blocks.empty() &&
+        engine.reset(StateKey{penalty_space(resolved.rule->name), resolved.subject});
+    return BoolGetDatum(engine.reset(StateKey{resolved.space, resolved.subject}) || level_reset);
 }
 
 // ratelimit.block_policy_key(p_policy, p_key, p_duration): denies the subject under the policy
@@ -790,6 +840,35 @@ Datum block_policy_key_body(FunctionCallInfo fcinfo) {
     const Micros now = now_checked();
     return TimestampTzGetDatum(to_timestamptz(
         engine.block(StateKey{resolved.space, resolved.subject}, now + duration, now)));
+}
+
+// ratelimit.validate_policy_options(p_algorithm, p_penalty_blocks, p_penalty_decay,
+// p_max_delay): the policies table's check of its penalty and delay columns, with the core's
+// rules (require_valid_penalties, require_valid_limit).
+Datum validate_policy_options_body(FunctionCallInfo fcinfo) {
+    const Algorithm algorithm =
+        parse_algorithm("p_algorithm", name_argument(fcinfo, 0, "p_algorithm"));
+    if (!PG_ARGISNULL(1)) {
+        const ArrayArgument blocks = array_argument(fcinfo, 1, "penalty_blocks", INTERVALOID, true);
+        std::vector<Micros> lengths;
+        for (int i = 0; i < blocks.count; ++i) {
+            if (blocks.nulls[i])
+                throw ArgumentError::null("penalty_blocks");
+            const Interval* span = DatumGetIntervalP(blocks.values[i]);
+            lengths.push_back(
+                interval_length("penalty_blocks", span->month, span->day, span->time));
+        }
+        if (PG_ARGISNULL(2))
+            throw ArgumentError::invalid("penalty_decay", "must be given with penalty_blocks");
+        require_valid_penalties("", lengths, interval_argument(fcinfo, 2, "penalty_decay"));
+    } else if (!PG_ARGISNULL(2)) {
+        throw ArgumentError::invalid("penalty_decay", "needs penalty_blocks");
+    }
+    if (!PG_ARGISNULL(3)) {
+        const Micros max_delay = interval_argument(fcinfo, 3, "max_delay");
+        require_valid_max_delay("max_delay", algorithm, max_delay);
+    }
+    PG_RETURN_VOID();
 }
 
 // ---- the denial log --------------------------------------------------------------------------
@@ -979,7 +1058,75 @@ Datum check_many_arguments_body(FunctionCallInfo fcinfo) {
     return static_cast<Datum>(0);
 }
 
+// ---- concurrency policies, and one policy for one subject (pg/policy_call.hpp) ----------------
+
+void require_policy_kind(const PolicyCatalog& catalog, const PolicyRule& rule,
+                         const ArgumentNames& names, int i) {
+    const std::string* unit = catalog.quota_units.empty() ? nullptr : catalog.quota_unit(rule.name);
+    const bool concurrent = unit != nullptr && *unit == kConcurrentRequests;
+    if (concurrent == names.leases)
+        return;
+    const std::string argument = names.policy(i);
+    if (names.leases)
+        throw ArgumentError(ErrorKind::kInvalidArgument, argument,
+                            argument + ": policy \"" + rule.name +
+                                "\" is not a concurrency policy (its quota_unit is not " +
+                                kConcurrentRequests + ")");
+    // Counted as a rate, its limit would refill over its period instead of coming back when
+    // the work ends: refused, before anything is charged.
+    const std::string message = argument + ": policy \"" + rule.name +
+                                "\" is a concurrency policy (quota_unit " + kConcurrentRequests +
+                                "): it limits units in flight, not a rate";
+    call_postgres([&] {
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED), errmsg("%s", message.c_str()),
+                        errhint("Take a lease with ratelimit.acquire_policy() and release it (or "
+                                "end its transaction) when the work is done.")));
+    });
+}
+
 }  // namespace
+
+PolicySubject decide_policy_subject(FunctionCallInfo fcinfo, InFlightLimit* in_flight) {
+    PolicySubject result;
+    const Oid schema = call_schema(fcinfo);
+    const Micros now = now_checked();
+    ArgumentNames names{"p_policy", "p_key", true};
+    names.leases = in_flight != nullptr;
+    const PolicyCatalog& catalog = policy_catalog(schema);
+    const TextList policies = text_list(fcinfo, 0, names.scalar, names.policies);
+    const TextList keys = text_list(fcinfo, 1, names.scalar, names.keys);
+    const PolicyCall call = read_policy_call(fcinfo, names, catalog, now, policies, keys);
+    const PolicyPlan plan = plan_call(call, now);
+    const ResolvedPolicy& resolved = call.policies[0];
+    result.policy = resolved.rule->name;
+    result.key = StateKey{resolved.space, resolved.subject};
+    result.engine = resolved.rule->engine;
+    result.now = now;
+    result.schema = schema;
+    if (plan.kind == PolicyPlan::Kind::kDecide)
+        result.limit = plan.checked[0].limit;
+    else if (plan.kind == PolicyPlan::Kind::kCostExceedsLimit)
+        result.limit = plan.stop_limit;
+    if (in_flight != nullptr && plan.kind == PolicyPlan::Kind::kDecide) {
+        // check's kDecide with the lease table in place of the engine: one limit, nothing to
+        // undo on a denial (a denied lease holds nothing).
+        const std::vector<Decision> taken{
+            in_flight->take(result.key, result.limit, call.cost, now)};
+        result.answer = answer_decided(call.requests, plan, taken, taken[0].allowed, call.cost);
+        result.answer.checked = taken;
+        apply_answer(fcinfo, schema, call, result.answer, now);
+    } else if (in_flight != nullptr && plan.kind == PolicyPlan::Kind::kCostExceedsLimit) {
+        const Decision look = in_flight->look(result.key, result.limit, now);
+        result.answer = answer_cost_exceeds(call.requests, plan, look, call.cost);
+        apply_answer(fcinfo, schema, call, result.answer, now);
+    } else {
+        result.answer = decide_planned(fcinfo, schema, call, plan, now);
+    }
+    result.charged = plan.kind == PolicyPlan::Kind::kDecide && result.answer.allowed &&
+                     result.answer.outcomes[0] == PolicyOutcome::kAllowed;
+    return result;
+}
+
 }  // namespace ratelimit::pg
 
 RATELIMIT_SQL_FUNCTION(ratelimit_check, ratelimit::pg::check_body)
@@ -988,6 +1135,8 @@ RATELIMIT_SQL_FUNCTION(ratelimit_check_many, ratelimit::pg::check_many_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_check_http, ratelimit::pg::check_http_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_decide_policies, ratelimit::pg::decide_policies_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset_policy_key, ratelimit::pg::reset_policy_key_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_validate_policy_options,
+                       ratelimit::pg::validate_policy_options_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block_policy_key, ratelimit::pg::block_policy_key_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_check_arguments, ratelimit::pg::check_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_check_all_arguments,

@@ -16,6 +16,7 @@ extern "C" {
 #include "access/heapam.h"
 #include "access/table.h"
 #include "commands/trigger.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include <sys/socket.h>
@@ -65,6 +66,26 @@ struct Column {
     const char* name;
     Oid type;
 };
+
+// An interval[] as a palloc'd int64 array: the element count, then each element's length in
+// microseconds (a month counts as 30 days: the table's check refuses months). PostgreSQL code:
+// call inside call_postgres().
+Datum interval_lengths(Datum value) {
+    ArrayType* array = DatumGetArrayTypeP(value);
+    Datum* elements = nullptr;
+    bool* nulls = nullptr;
+    int count = 0;
+    deconstruct_array(array, INTERVALOID, sizeof(Interval), false, TYPALIGN_DOUBLE, &elements,
+                      &nulls, &count);
+    auto* lengths = static_cast<std::int64_t*>(palloc(sizeof(std::int64_t) * (count + 1)));
+    lengths[0] = count;
+    for (int i = 0; i < count; ++i) {
+        const Interval* span = nulls[i] ? nullptr : DatumGetIntervalP(elements[i]);
+        lengths[i + 1] =
+            span == nullptr ? 0 : (span->month * 30LL + span->day) * kMicrosPerDay + span->time;
+    }
+    return PointerGetDatum(lengths);
+}
 
 // Reads every row of `name` in `schema` visible to `snapshot`. PostgreSQL code: call inside
 // call_postgres().
@@ -128,6 +149,9 @@ void read_rows(Oid schema, Table which, const Column* columns, int column_count,
                     break;
                 case INTERVALOID:
                     out->values[at] = datumCopy(value, false, sizeof(Interval));
+                    break;
+                case INTERVALARRAYOID:
+                    out->values[at] = interval_lengths(value);
                     break;
                 case UUIDOID:
                     out->values[at] = datumCopy(value, false, UUID_LEN);
@@ -206,6 +230,19 @@ void load_policies(const RawRows& rows, PolicyCatalog* out) {
             const Micros length = jitter->day * kMicrosPerDay + jitter->time;
             if (length > 0)
                 out->reset_jitters.emplace(rule.name, length);
+        }
+        if (!n[13]) {
+            // Checked on write; checked again here, as a row written past its trigger would be
+            // a ladder the counter cannot keep.
+            const auto* lengths = reinterpret_cast<const std::int64_t*>(DatumGetPointer(v[13]));
+            rule.penalty_blocks.assign(lengths + 1, lengths + 1 + lengths[0]);
+            const Interval* decay = n[14] ? nullptr : DatumGetIntervalP(v[14]);
+            rule.penalty_decay = decay == nullptr ? 0 : decay->day * kMicrosPerDay + decay->time;
+            require_valid_penalties(argument, rule.penalty_blocks, rule.penalty_decay);
+        }
+        if (!n[15]) {
+            const Interval* delay = DatumGetIntervalP(v[15]);
+            rule.max_delay = interval_length(argument, delay->month, delay->day, delay->time);
         }
         std::string name = rule.name;
         out->policies.emplace(std::move(name), std::move(rule));
@@ -295,7 +332,10 @@ constexpr Column kPolicyColumns[] = {{"name", TEXTOID},
                                      {"log_denials", BOOLOID},
                                      {"quota_unit", TEXTOID},
                                      {"time_zone", TEXTOID},
-                                     {"reset_jitter", INTERVALOID}};
+                                     {"reset_jitter", INTERVALOID},
+                                     {"penalty_blocks", INTERVALARRAYOID},
+                                     {"penalty_decay", INTERVALOID},
+                                     {"max_delay", INTERVALOID}};
 constexpr Column kTierColumns[] = {
     {"name", TEXTOID}, {"multiplier", NUMERICOID}, {"bypass", BOOLOID}};
 constexpr Column kOverrideColumns[] = {{"policy", TEXTOID}, {"key", TEXTOID},

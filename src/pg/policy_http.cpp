@@ -123,7 +123,7 @@ void set_object(JsonbValue* v, const std::vector<JsonMember>& members) {
 DecisionView decision_argument(FunctionCallInfo fcinfo, int index) {
     if (PG_ARGISNULL(index))
         throw ArgumentError::null("p_decision");
-    constexpr int kFields = 11;
+    constexpr int kFields = 12;  // the last, penalty_level, is not in the headers
     Datum values[kFields];
     bool nulls[kFields];
     char* policy = nullptr;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -12,6 +13,8 @@
 #include "pg/guard.hpp"
 #include "pg/lwlock_scope.hpp"
 #include "pg/native_call.hpp"
+#include "pg/policy_cache.hpp"
+#include "pg/policy_call.hpp"
 #include "pg/postgres.hpp"
 #include "pg/result_row.hpp"
 #include "pg/shared_region.hpp"
@@ -29,6 +32,7 @@ extern "C" {
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 }
 
 namespace ratelimit::pg {
@@ -305,6 +309,125 @@ Datum reserve_body(FunctionCallInfo fcinfo) {
     return result;
 }
 
+// The adjustment of a reservation made through a policy (reserve_policy): on the policy's own
+// counter key, never a native key, under the limit the reservation was decided with.
+Decision settle_policy_key(FunctionCallInfo fcinfo, const Reservation& made, Datum key, Micros now,
+                           std::int64_t units, Action action, const char* function_name) {
+    Oid schema = InvalidOid;
+    Datum space = 0;
+    call_postgres([&] {
+        schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+        space = PointerGetDatum(
+            cstring_to_text_with_len(made.space, static_cast<int>(made.space_length)));
+    });
+    Limit limit = made.limit;
+    if (limit.window_end != 0 && now >= limit.window_end) {
+        // A calendar period's window ended since the reserve: the window holding now, in the
+        // policy's zone, as its next check would take it.
+        const CalendarPolicy* calendar = policy_catalog(schema).calendar(made.space_text());
+        if (calendar != nullptr)
+            set_calendar_window(limit, calendar->unit, calendar->zone, now);
+    }
+    EngineStorage storage;
+    StateEngine& engine = state_engine(made.engine, schema, function_name, storage);
+    return engine.decide(StateKey{space, key}, limit, now, units, action);
+}
+
+// The reservation row of an answer: `id` when a reservation was opened, else NULL with
+// expires_at; limit and remaining NULL when no limit was checked, retry_after_ms NULL when no
+// wait will do (a deny entry without an end).
+Datum reservation_datum(FunctionCallInfo fcinfo, std::optional<std::uint64_t> id, bool allowed,
+                        std::optional<std::int64_t> limit, std::optional<std::int64_t> remaining,
+                        std::optional<Micros> retry_after, std::optional<Micros> reset_after,
+                        Micros expires_at) {
+    constexpr int kFields = 7;
+    Datum values[kFields] = {0};
+    bool nulls[kFields] = {false};
+    nulls[0] = !id.has_value();
+    values[0] = Int64GetDatum(static_cast<std::int64_t>(id.value_or(0)));
+    values[1] = BoolGetDatum(allowed);
+    nulls[2] = !limit.has_value();
+    values[2] = Int32GetDatum(static_cast<std::int32_t>(limit.value_or(0)));
+    nulls[3] = !remaining.has_value();
+    values[3] = Int32GetDatum(static_cast<std::int32_t>(remaining.value_or(0)));
+    nulls[4] = !retry_after.has_value();
+    values[4] = Int64GetDatum(milliseconds_up(retry_after.value_or(0)));
+    nulls[5] = !reset_after.has_value();
+    values[5] = Int64GetDatum(milliseconds_up(reset_after.value_or(0)));
+    nulls[6] = !id.has_value();
+    values[6] = TimestampTzGetDatum(to_timestamptz(expires_at));
+    Datum result = 0;
+    call_postgres([&] {
+        result = HeapTupleGetDatum(heap_form_tuple(returned_row_descriptor(fcinfo), values, nulls));
+    });
+    return result;
+}
+
+// ratelimit.reserve_policy(p_policy, p_key, p_estimate, p_hold, p_tier, p_ip, p_user)
+// -> ratelimit.reservation: check(p_policy, p_key, p_estimate, p_tier, p_ip, p_user), and when
+// it charged the policy's key, a reservation on that key, settled by settle and cancel.
+Datum reserve_policy_body(FunctionCallInfo fcinfo) {
+    region.require_available();
+    const Micros hold = interval_argument(fcinfo, 3, "p_hold");
+    if (hold < kMinReservationHold)
+        throw ArgumentError::invalid("p_hold", "must be at least 1 millisecond");
+    if (hold > kMaxReservationHold)
+        throw ArgumentError::invalid("p_hold", "must be at most 1 day");
+    prepare_backend();
+    changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
+    const std::uint64_t id = take_slot(native_now());
+
+    // check's six arguments, read and decided on check's own path: a view of the call that
+    // holds them in check's order.
+    constexpr int kCheckArguments = 6;
+    constexpr int kFrom[kCheckArguments] = {0, 1, 2, 4, 5, 6};
+    LOCAL_FCINFO(check_args, kCheckArguments);
+    InitFunctionCallInfoData(*check_args, fcinfo->flinfo, kCheckArguments, fcinfo->fncollation,
+                             nullptr, nullptr);
+    for (int i = 0; i < kCheckArguments; ++i)
+        check_args->args[i] = fcinfo->args[kFrom[i]];
+    PolicySubject subject;
+    try {
+        subject = decide_policy_subject(check_args, nullptr);
+    } catch (const ArgumentError& error) {
+        // check's p_cost is reserve_policy's p_estimate.
+        if (error.argument() != "p_cost")
+            throw;
+        const std::string detail = std::string(error.what()).substr(error.argument().size());
+        throw ArgumentError(error.kind(), "p_estimate", "p_estimate" + detail);
+    }
+
+    const PolicyAnswer& answer = subject.answer;
+    if (subject.charged) {
+        Reservation made;
+        call_postgres([&] {
+            made.database = MyDatabaseId;
+            made.role = GetUserId();
+        });
+        made.engine = subject.engine;
+        made.limit = subject.limit;
+        made.estimate = answer.cost;
+        made.expires_at = subject.now + hold;
+        const std::string_view key = text_bytes(subject.key.key);
+        made.key_length = static_cast<std::uint16_t>(key.size());
+        std::copy(key.begin(), key.end(), made.key);
+        const std::string& space = subject.policy;
+        if (space.size() > kMaxReservationSpaceBytes)  // the policies table allows no longer
+            throw std::length_error("ratelimit: policy name too long for a reservation");
+        made.space_length = static_cast<std::uint8_t>(space.size());
+        std::copy(space.begin(), space.end(), made.space);
+        const int partition = ReservationTable::attach(table_block()).partition_of(id);
+        with_partition(partition, [&](ReservationTable& table) {
+            return table.fill(partition, id, session_token, made);
+        });
+    } else {
+        give_back_slot(id);
+    }
+    return reservation_datum(
+        fcinfo, subject.charged ? std::optional<std::uint64_t>(id) : std::nullopt, answer.allowed,
+        answer.limit, answer.remaining, answer.retry_after, answer.reset_after, subject.now + hold);
+}
+
 // Settles reservation `id` at `actual` units: refunds or charges the difference to its
 // estimate, and answers what a one-unit peek says afterwards.
 Datum settle(FunctionCallInfo fcinfo, std::uint64_t id, std::int64_t actual,
@@ -344,7 +467,9 @@ Datum settle(FunctionCallInfo fcinfo, std::uint64_t id, std::int64_t actual,
                                            : Action::kPeek;
     const std::int64_t units = difference == 0 ? 1 : difference < 0 ? -difference : difference;
     const Decision decision =
-        native_decide(fcinfo, made.engine, key, made.limit, now, units, action, function_name);
+        made.space_length == 0
+            ? native_decide(fcinfo, made.engine, key, made.limit, now, units, action, function_name)
+            : settle_policy_key(fcinfo, made, key, now, units, action, function_name);
     if (made.engine == Engine::kMemory) {
         // The memory engine's adjustment is made for good: so is the settle, lest a rollback
         // reopen the reservation and a second settle adjust the key twice.
@@ -387,7 +512,8 @@ void define_reservation_settings() {
         return;
     DefineCustomIntVariable(
         "ratelimit.reservation_capacity",
-        "Reservations (ratelimit.reserve) that can be open at once, over all keys (368 bytes "
+        "Reservations (ratelimit.reserve, reserve_policy) that can be open at once, over all keys "
+        "(440 bytes "
         "of shared memory each).",
         "A reserve finding every slot held fails with SQLSTATE 53200; an expired reservation's "
         "slot is taken again.",
@@ -404,3 +530,4 @@ void install_reservations() {
 RATELIMIT_SQL_FUNCTION(ratelimit_reserve, ratelimit::pg::reserve_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_settle, ratelimit::pg::settle_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_cancel, ratelimit::pg::cancel_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_reserve_policy, ratelimit::pg::reserve_policy_body)

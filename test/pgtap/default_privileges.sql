@@ -60,6 +60,7 @@ INSERT INTO for_everyone VALUES
     ('function ratelimit.http_headers(ratelimit.policy_decision,text) EXECUTE'),
     ('function ratelimit.http_body(ratelimit.policy_decision,text) EXECUTE'),
     ('function ratelimit.validate_limit(integer,interval,text,text,integer,text) EXECUTE'),
+    ('function ratelimit.validate_policy_options(text,interval[],interval,interval) EXECUTE'),
     ('function ratelimit.hash_subject(text) EXECUTE'),
     ('function ratelimit.describe_period(interval) EXECUTE'),
     ('function ratelimit.clock_now() EXECUTE'),
@@ -90,7 +91,7 @@ SELECT set_eq('SELECT item FROM pg_temp.reached(''service_role'')',
                 ('function ratelimit.check_many(text,text[],integer,text,inet,uuid) EXECUTE'),
                 ('function ratelimit.check_all(text[],text[],integer,text,inet,uuid) EXECUTE'),
                 ('function ratelimit.check_http(text[],text[],integer,text,inet,uuid,text,text) EXECUTE'),
-                ('function ratelimit.consume(text,integer,interval,integer,text,text,integer,text) EXECUTE'),
+                ('function ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval) EXECUTE'),
                 ('function ratelimit.peek(text,integer,interval,integer,text,text,integer,text) EXECUTE'),
                 ('function ratelimit.refund(text,integer,interval,integer,text,text,integer,text) EXECUTE'),
                 ('function ratelimit.allow(text,integer,interval,integer,text,text,integer,text) EXECUTE'),
@@ -102,6 +103,9 @@ SELECT set_eq('SELECT item FROM pg_temp.reached(''service_role'')',
                 ('function ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval) EXECUTE'),
                 ('function ratelimit.settle(bigint,integer) EXECUTE'),
                 ('function ratelimit.cancel(bigint) EXECUTE'),
+                ('function ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid) EXECUTE'),
+                ('function ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid) EXECUTE'),
+                ('function ratelimit.lease_decision(text,ratelimit.lease) EXECUTE'),
                 ('function ratelimit.reset(text,text) EXECUTE'),
                 ('function ratelimit.block(text,interval,text) EXECUTE'),
                 ('function ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer) EXECUTE'),
@@ -153,7 +157,7 @@ SELECT set_eq('SELECT item FROM pg_temp.reached(''authenticated'')',
               $$SELECT item FROM for_everyone UNION ALL SELECT 'schema ratelimit USAGE'
                 UNION ALL SELECT 'function increment_rate_limit(uuid,text,integer,integer,integer) EXECUTE'$$,
               'update: authenticated reaches only those, the schema and increment_rate_limit');
-SELECT ok(has_function_privilege('app_user', 'ratelimit.consume(text, integer, interval, integer, text, text, integer, text)', 'EXECUTE')
+SELECT ok(has_function_privilege('app_user', 'ratelimit.consume(text, integer, interval, integer, text, text, integer, text, interval)', 'EXECUTE')
           AND has_schema_privilege('app_user', 'ratelimit', 'USAGE')
           AND NOT has_schema_privilege('app_user', 'ratelimit', 'CREATE'),
           'update: an application role keeps the grants it was given, not CREATE on the schema');

@@ -17,6 +17,9 @@ CREATE EXTENSION ratelimit;
 -- edited and one row deleted, are a preset load_preset must refuse to write, all of it.
 SELECT ratelimit.load_preset('social-activity'), ratelimit.load_preset('game-backend');
 UPDATE ratelimit.policies SET "limit" = 6 WHERE name = 'rpc.auth';
+-- A concurrency policy, for the policy form of the leases.
+INSERT INTO ratelimit.policies (name, "limit", period, engine, quota_unit)
+VALUES ('hostile.inflight', 2, '1 minute', 'memory', 'concurrent-requests');
 DELETE FROM ratelimit.policies WHERE name = 'rpc.wallet';
 SET LOCAL timezone = 'UTC';
 -- A fixed clock far ahead of the real one: the memory engine's worker, which expires keys on the
@@ -26,7 +29,7 @@ SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(3333);
+SELECT plan(3786);
 
 CREATE SCHEMA hostile;
 
@@ -90,7 +93,7 @@ CREATE TABLE hostile.arguments (
 );
 
 CREATE FUNCTION hostile.decision_literal() RETURNS text LANGUAGE sql AS $$
-    SELECT $d$ROW(false, 'activity.create_post', 10, 0, 1500, 1500, 60000, 1, 'limited', '{}', '2100-01-01 00:00:01+00')::ratelimit.policy_decision$d$
+    SELECT $d$ROW(false, 'activity.create_post', 10, 0, 1500, 1500, 60000, 1, 'limited', '{}', '2100-01-01 00:00:01+00', NULL)::ratelimit.policy_decision$d$
 $$;
 
 INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable)
@@ -210,13 +213,16 @@ FROM hostile.run AS r, LATERAL (VALUES
 -- consume, peek, refund and allow share their arguments; the bad calls run on the memory engine
 -- (the table engines' bad calls are in native_api_errors.sql).
 INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable)
-SELECT format('ratelimit.%s(text,integer,interval,integer,text,text,integer,text)', f)::regprocedure, 'ratelimit.' || f,
+SELECT format('ratelimit.%s(text,integer,interval,integer,text,text,integer,text%s)', f,
+              CASE WHEN f = 'consume' THEN ',interval' ELSE '' END)::regprocedure, 'ratelimit.' || f,
        a.position, a.name, a.valid, a.nullable
 FROM hostile.run AS r, unnest(ARRAY['consume', 'peek', 'refund', 'allow']) AS f,
      LATERAL (VALUES (1, 'p_key', quote_literal(r.memory_key), false), (2, 'p_limit', '3', false),
                      (3, 'p_period', '''10 seconds''::interval', false), (4, 'p_cost', '1', false),
                      (5, 'p_algorithm', '''fixed_window''', false), (6, 'p_engine', '''memory''', false),
-                     (7, 'p_burst', 'NULL', true), (8, 'p_time_zone', 'NULL', true)) AS a(position, name, valid, nullable);
+                     (7, 'p_burst', 'NULL', true), (8, 'p_time_zone', 'NULL', true),
+                     (9, 'p_max_wait', 'NULL', true)) AS a(position, name, valid, nullable)
+WHERE a.position < 9 OR f = 'consume';
 
 -- consume_many and peek_many: the same, with an array of keys.
 INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable)
@@ -235,6 +241,30 @@ INSERT INTO hostile.arguments (function, call_name, position, name, valid, nulla
     ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 4, 'p_tier', 'NULL', true),
     ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 5, 'p_ip', 'NULL', true),
     ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'ratelimit.check_many', 6, 'p_user', 'NULL', true);
+
+-- The policy forms of reserve and acquire, the lease's decision, and the check of a policy's
+-- penalty and delay columns.
+INSERT INTO hostile.arguments (function, call_name, position, name, valid, nullable) VALUES
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'ratelimit.reserve_policy', 1, 'p_policy', '''activity.create_post''', false),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'ratelimit.reserve_policy', 2, 'p_key', '''hostile-subject''', false),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'ratelimit.reserve_policy', 3, 'p_estimate', '1', false),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'ratelimit.reserve_policy', 4, 'p_hold', '''1 minute''::interval', false),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'ratelimit.reserve_policy', 5, 'p_tier', 'NULL', true),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'ratelimit.reserve_policy', 6, 'p_ip', 'NULL', true),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'ratelimit.reserve_policy', 7, 'p_user', 'NULL', true),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'ratelimit.acquire_policy', 1, 'p_policy', '''hostile.inflight''', false),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'ratelimit.acquire_policy', 2, 'p_key', '''hostile-subject''', false),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'ratelimit.acquire_policy', 3, 'p_cost', '1', false),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'ratelimit.acquire_policy', 4, 'p_scope', '''transaction''', false),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'ratelimit.acquire_policy', 5, 'p_tier', 'NULL', true),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'ratelimit.acquire_policy', 6, 'p_ip', 'NULL', true),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'ratelimit.acquire_policy', 7, 'p_user', 'NULL', true),
+    ('ratelimit.lease_decision(text,ratelimit.lease)', 'ratelimit.lease_decision', 1, 'p_policy', '''hostile.inflight''', false),
+    ('ratelimit.lease_decision(text,ratelimit.lease)', 'ratelimit.lease_decision', 2, 'p_lease', 'ROW(1, true, 2, 1, NULL)::ratelimit.lease', false),
+    ('ratelimit.validate_policy_options(text,interval[],interval,interval)', 'ratelimit.validate_policy_options', 1, 'p_algorithm', '''gcra''', false),
+    ('ratelimit.validate_policy_options(text,interval[],interval,interval)', 'ratelimit.validate_policy_options', 2, 'p_penalty_blocks', '''{1 minute,5 minutes}''::interval[]', true),
+    ('ratelimit.validate_policy_options(text,interval[],interval,interval)', 'ratelimit.validate_policy_options', 3, 'p_penalty_decay', '''1 hour''::interval', true),
+    ('ratelimit.validate_policy_options(text,interval[],interval,interval)', 'ratelimit.validate_policy_options', 4, 'p_max_delay', '''1 second''::interval', true);
 
 -- The statement calling p_function with p_changes (argument name -> SQL text) in place of the
 -- valid values.
@@ -324,7 +354,7 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('public.check_rate_limit(text,integer,integer,integer)', 'p_key', '%s', 'p_key'),
     ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_ip', '%s', 'p_ip'),
     ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_email', '%s', 'p_email'),
-    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)', 'p_key', '%s', 'p_key'),
     ('ratelimit.peek(text,integer,interval,integer,text,text,integer,text)', 'p_key', '%s', 'p_key'),
     ('ratelimit.refund(text,integer,interval,integer,text,text,integer,text)', 'p_key', '%s', 'p_key'),
     ('ratelimit.reset(text,text)', 'p_key', '%s', 'p_key'),
@@ -343,7 +373,9 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('ratelimit.check_many(text,text[],integer,text,inet,uuid)', 'p_subjects', 'ARRAY[''hostile-subject'', %s]', 'p_subjects[2]'),
     ('ratelimit.acquire(text,integer,integer,text,interval)', 'p_key', '%s', 'p_key'),
     ('ratelimit.in_flight(text)', 'p_key', '%s', 'p_key'),
-    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_key', '%s', 'p_key')
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'p_key', '%s', 'p_key'),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'p_key', '%s', 'p_key')
 ) AS v(f, name, template, label);
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
@@ -429,7 +461,8 @@ SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, '21474836
        i.name || ' = INT_MAX'
 FROM hostile.integer_arguments i
 WHERE NOT i.max_ok AND i.name <> 'p_burst'
-  AND NOT (i.name = 'p_cost' AND i.function::text ~ '^ratelimit\.("check"|check_many|check_all|check_http|decide_policies)\(')
+  AND NOT (i.name IN ('p_cost', 'p_estimate')
+           AND i.function::text ~ '^ratelimit\.("check"|check_many|check_all|check_http|decide_policies|reserve_policy|acquire_policy)\(')
 ORDER BY i.n;
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
@@ -467,16 +500,16 @@ FROM (VALUES
      'p_bursts[2] is too large: %', 'token_bucket burst INT_MAX for 3 per 10 seconds'),
     (7, 'ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)',
      '{"p_cost": "4"}', '22023', 'p_cost exceeds p_limit (3), so it could never be allowed (for p_keys[1])', 'a cost above the limits'),
-    (8, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text)',
+    (8, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)',
      '{"p_algorithm": "''gcra''", "p_burst": "-2147483648"}', '22023', 'p_burst must be greater than zero, got -2147483648', 'gcra burst INT_MIN'),
-    (9, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text)',
+    (9, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)',
      '{"p_algorithm": "''token_bucket''", "p_burst": "2147483647"}', '22023', 'p_burst is too large: %', 'token_bucket burst INT_MAX'),
     (10, 'ratelimit.validate_limit(integer,interval,text,text,integer,text)',
      '{"p_algorithm": "''gcra''", "p_burst": "0"}', '22023', 'p_burst must be greater than zero, got 0', 'gcra burst 0'),
     (11, 'ratelimit.validate_limit(integer,interval,text,text,integer,text)',
      '{"p_algorithm": "''sliding_window''", "p_engine": "''memory''", "p_limit": "0"}', '22023',
      'p_limit must be greater than zero, got 0', 'sliding_window 0 on the memory engine'),
-    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text)',
+    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)',
      '{"p_algorithm": "''sliding_window''", "p_limit": "2147483647", "p_cost": "-1"}', '22023',
      'p_cost must not be negative', 'a negative cost on sliding_window INT_MAX on the memory engine'),
     (13, 'ratelimit.acquire(text,integer,integer,text,interval)', '{"p_cost": "0"}', '22023',
@@ -511,6 +544,84 @@ FROM (VALUES
 ) AS v(n, f, changes, sqlstate, message, why)
 ORDER BY v.n;
 
+-- Delay instead of deny (consume's p_max_wait): negative, months, past 365 days, on a window
+-- algorithm, and what PostgreSQL refuses itself. '0' is no delay, and no minimum applies.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)',
+       hostile.call('ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)',
+                    jsonb_build_object('p_max_wait', quote_literal(v.value) || '::interval') || v.extra::jsonb),
+       v.sqlstate, v.message, format('p_max_wait = ''%s''%s', v.value, v.also)
+FROM (VALUES
+    (1, '-1 second', '{}', '22023', 'p_max_wait must not be negative (NULL or ''0'' for no delay)', ''),
+    (2, '1 day -86401 seconds', '{}', '22023', 'p_max_wait must not be negative (NULL or ''0'' for no delay)', ''),
+    (3, '-2147483648 days', '{}', '22023', 'p_max_wait must not be negative (NULL or ''0'' for no delay)', ''),
+    (4, '1 month', '{"p_algorithm": "''gcra''"}', '22023', 'p_max_wait must not use months or years, whose length varies (use days)', ' on gcra'),
+    (5, '-1 month', '{"p_algorithm": "''gcra''"}', '22023', 'p_max_wait must not use months or years, whose length varies (use days)', ' on gcra'),
+    (6, 'P1Y2M', '{"p_algorithm": "''gcra''"}', '22023', 'p_max_wait must not use months or years, whose length varies (use days)', ' on gcra'),
+    (7, '366 days', '{"p_algorithm": "''gcra''"}', '22023', 'p_max_wait must be at most 365 days', ' on gcra'),
+    (8, '365 days 00:00:00.000001', '{"p_algorithm": "''token_bucket''"}', '22023', 'p_max_wait must be at most 365 days', ' on token_bucket'),
+    (9, '2147483647 days 2562047788:00:54.775807', '{"p_algorithm": "''gcra''"}', '22023', 'p_max_wait must be at most 365 days', ' on gcra'),
+    (10, '1 second', '{}', '22023', 'p_max_wait applies only to token_bucket and gcra (got fixed_window)', ' on fixed_window'),
+    (11, '1 second', '{"p_algorithm": "''sliding_window''"}', '22023', 'p_max_wait applies only to token_bucket and gcra (got sliding_window)', ' on sliding_window'),
+    (12, '999 microseconds', '{"p_algorithm": "''rolling_window''"}', '22023', 'p_max_wait applies only to token_bucket and gcra (got rolling_window)', ' on rolling_window'),
+    (13, 'infinity', '{}', '22007', 'invalid input syntax for type interval: "infinity"', ''),
+    (14, '1000000000 years', '{}', '22008', 'interval out of range', ''),
+    (15, '1 hour', '{"p_algorithm": "''gcra''", "p_burst": "0"}', '22023', 'p_burst must be greater than zero, got 0', ' on gcra with a burst of 0')
+) AS v(n, value, extra, sqlstate, message, also)
+ORDER BY v.n;
+
+-- The policy forms of reserve and acquire, a lease's decision, and a policy's penalty and delay
+-- columns.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT f::regprocedure, hostile.call(f::regprocedure, v.changes::jsonb), v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', '{"p_estimate": "-1"}', '22023',
+     'p_estimate must be at least 0 (got -1)', 'a negative estimate'),
+    (2, 'ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', '{"p_hold": "''2 days''::interval"}', '22023',
+     'p_hold must be at most 1 day', 'a hold over a day'),
+    (3, 'ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', '{"p_key": "repeat(''x'', 257)"}', '22023',
+     'p_key must be at most 256 bytes long, got 257', 'one byte more than a policy''s subject may hold'),
+    (4, 'ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', '{"p_policy": "''hostile.inflight''"}', '0A000',
+     '%concurrency%', 'a concurrency policy: nothing to reserve'),
+    (5, 'ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', '{"p_cost": "0"}', '22023',
+     'p_cost must be at least 1 (got 0)', 'a lease of no units'),
+    (6, 'ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', '{"p_policy": "''activity.create_post''"}', '22023',
+     'p_policy: policy "activity.create_post" is not a concurrency policy (its quota_unit is not concurrent-requests)',
+     'a rate policy: nothing to lease'),
+    (7, 'ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', '{"p_key": "repeat(''x'', 257)"}', '22023',
+     'p_key must be at most 256 bytes long, got 257', 'one byte more than a policy''s subject may hold'),
+    (8, 'ratelimit.lease_decision(text,ratelimit.lease)', '{"p_lease": "ROW(NULL, NULL, NULL, NULL, NULL)::ratelimit.lease"}', '22004',
+     'p_lease must not be NULL', 'a lease whose every field is NULL'),
+    (9, 'ratelimit.lease_decision(text,ratelimit.lease)', '{"p_lease": "ROW(1, NULL, 2, 1, NULL)::ratelimit.lease"}', '22023',
+     'p_lease has no answer (allowed is NULL)', 'a lease without its answer'),
+    (10, 'ratelimit.lease_decision(text,ratelimit.lease)', '{"p_policy": "''activity.create_post''"}', '22023',
+     'p_policy: policy "activity.create_post" is not a concurrency policy (its quota_unit is not concurrent-requests)',
+     'a rate policy''s decision for a lease'),
+    (11, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_blocks": "''{}''::interval[]"}', '22023',
+     'penalty_blocks must have 1 to 16 steps (got 0)', 'an empty ladder'),
+    (12, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_blocks": "array_fill(''1 minute''::interval, ARRAY[17])"}', '22023',
+     'penalty_blocks must have 1 to 16 steps (got 17)', 'a ladder of 17 steps'),
+    (13, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_blocks": "''{1 minute,NULL}''::interval[]"}', '22004',
+     'penalty_blocks must not be NULL', 'a NULL step'),
+    (14, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_blocks": "''{0}''::interval[]"}', '22023',
+     'penalty_blocks must be greater than zero', 'a step of 0'),
+    (15, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_blocks": "''{1 month}''::interval[]"}', '22023',
+     'penalty_blocks must not use months or years, whose length varies (use days)', 'a step of a month'),
+    (16, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_blocks": "''{366 days}''::interval[]"}', '22023',
+     'penalty_blocks must be at most 365 days', 'a step over 365 days'),
+    (17, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_blocks": "''{{1 minute},{2 minutes}}''::interval[]"}', '22023',
+     'penalty_blocks must be a one-dimensional array', 'a ladder of two dimensions'),
+    (18, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_decay": "NULL"}', '22023',
+     'penalty_decay must be given with penalty_blocks', 'a ladder without a decay'),
+    (19, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_blocks": "NULL"}', '22023',
+     'penalty_decay needs penalty_blocks', 'a decay without a ladder'),
+    (20, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_penalty_decay": "''200 days''::interval"}', '22023',
+     'penalty_decay times the number of penalty_blocks (2) must be at most 365 days', 'a ladder that drains in 400 days'),
+    (21, 'ratelimit.validate_policy_options(text,interval[],interval,interval)', '{"p_algorithm": "''fixed_window''"}', '22023',
+     'max_delay applies only to token_bucket and gcra (got fixed_window)', 'a delay on a fixed window')
+) AS v(n, f, changes, sqlstate, message, why)
+ORDER BY v.n;
+
 -- 4. Intervals: negative, zero, months and years, past 365 days, below a millisecond, and
 -- literals PostgreSQL refuses itself (infinity does not exist for intervals in PostgreSQL 15).
 
@@ -525,7 +636,7 @@ AS $$SELECT p_name = 'p_period'
 
 CREATE TABLE hostile.interval_arguments (n serial, function regprocedure, name text, template text, label text);
 INSERT INTO hostile.interval_arguments (function, name, template, label) VALUES
-    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.peek(text,integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.refund(text,integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.block(text,interval,text)', 'p_duration', '%s::interval', 'p_duration'),
@@ -538,7 +649,10 @@ INSERT INTO hostile.interval_arguments (function, name, template, label) VALUES
     ('ratelimit.consume_many(text[],integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.peek_many(text[],integer,interval,integer,text,text,integer,text)', 'p_period', '%s::interval', 'p_period'),
     ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_period', '%s::interval', 'p_period'),
-    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_hold', '%s::interval', 'p_hold');
+    ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_hold', '%s::interval', 'p_hold'),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'p_hold', '%s::interval', 'p_hold'),
+    ('ratelimit.validate_policy_options(text,interval[],interval,interval)', 'p_penalty_decay', '%s::interval', 'penalty_decay'),
+    ('ratelimit.validate_policy_options(text,interval[],interval,interval)', 'p_max_delay', '%s::interval', 'max_delay');
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, format(i.template, quote_literal(v.value)))),
@@ -571,7 +685,7 @@ ORDER BY i.n, v.n;
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT i.function, hostile.call(i.function, jsonb_build_object(i.name, format(i.template, '''999 microseconds'''))),
        '22023', i.label || ' must be at least 1 millisecond', i.label || ' = 999 microseconds'
-FROM hostile.interval_arguments i WHERE i.name <> 'p_duration'
+FROM hostile.interval_arguments i WHERE i.name NOT IN ('p_duration', 'p_max_delay')
 ORDER BY i.n;
 
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
@@ -592,7 +706,7 @@ ORDER BY v.n;
 -- it), not UTF-8.
 CREATE TABLE hostile.name_arguments (n serial, function regprocedure, name text, template text, message text);
 INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
-    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'p_algorithm', '%s',
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)', 'p_algorithm', '%s',
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
     ('ratelimit.peek(text,integer,interval,integer,text,text,integer,text)', 'p_algorithm', '%s',
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
@@ -603,7 +717,7 @@ INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
     ('ratelimit.consume_all(text[],integer[],interval[],text[],text[],integer[],boolean[],integer)', 'p_algorithms',
      'ARRAY[''fixed_window'', %s]',
      'p_algorithms[2] must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
-    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'p_engine', '%s',
+    ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)', 'p_engine', '%s',
      'p_engine must be one of table, unlogged, memory (got "%s")'),
     ('ratelimit.reset(text,text)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
     ('ratelimit.block(text,interval,text)', 'p_engine', '%s', 'p_engine must be one of table, unlogged, memory (got "%s")'),
@@ -644,7 +758,15 @@ INSERT INTO hostile.name_arguments (function, name, template, message) VALUES
     ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_algorithm', '%s',
      'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")'),
     ('ratelimit.reserve(text,integer,interval,integer,text,text,integer,interval)', 'p_engine', '%s',
-     'p_engine must be one of table, unlogged, memory (got "%s")');
+     'p_engine must be one of table, unlogged, memory (got "%s")'),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
+    ('ratelimit.reserve_policy(text,text,integer,interval,text,inet,uuid)', 'p_tier', '%s', 'p_tier: unknown tier "%s"'),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'p_tier', '%s', 'p_tier: unknown tier "%s"'),
+    ('ratelimit.acquire_policy(text,text,integer,text,text,inet,uuid)', 'p_scope', '%s', 'p_scope must be transaction or session (got "%s")'),
+    ('ratelimit.lease_decision(text,ratelimit.lease)', 'p_policy', '%s', 'p_policy: unknown policy "%s"'),
+    ('ratelimit.validate_policy_options(text,interval[],interval,interval)', 'p_algorithm', '%s',
+     'p_algorithm must be one of fixed_window, rolling_window, sliding_window, sliding_window_counter, token_bucket, gcra (got "%s")');
 
 -- For each name: something unknown, its known value in capitals, the known value padded, SQL.
 CREATE TABLE hostile.known_names (name text PRIMARY KEY, unknown text, known text);
@@ -904,7 +1026,7 @@ FROM (VALUES
     (11, 'public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'ratelimit.dropin_engine',
      '''; DROP TABLE public.rpc_rate_limits; --', 'public.check_rate_limit_tiers(''198.51.100.7'', ''hostile@example.com'')',
      'invalid value for parameter "ratelimit.dropin_engine": %', 'SQL as the drop-in engine'),
-    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text)', 'ratelimit.memory_when_full', 'forget',
+    (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)', 'ratelimit.memory_when_full', 'forget',
      'ratelimit.consume(''hostile-when-full'', 3, ''10 seconds'', p_engine => ''memory'')',
      'invalid value for parameter "ratelimit.memory_when_full": "forget"', 'a memory engine that forgets when full'),
     (13, 'ratelimit.pre_request()', 'ratelimit.client_ip_header', 'X-Forwarded-For',
@@ -966,16 +1088,16 @@ INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT v.f::regprocedure, hostile.call(v.f::regprocedure, jsonb_build_object('p_decision', v.decision)), v.sqlstate, v.message, v.why
 FROM (VALUES
     (1, 'ratelimit.http_headers(ratelimit.policy_decision,text)',
-     'ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::ratelimit.policy_decision', '22004',
+     'ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::ratelimit.policy_decision', '22004',
      'p_decision must not be NULL', 'a decision whose every field is NULL'),
     (2, 'ratelimit.http_body(ratelimit.policy_decision,text)',
-     'ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::ratelimit.policy_decision', '22004',
+     'ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)::ratelimit.policy_decision', '22004',
      'p_decision must not be NULL', 'a decision whose every field is NULL'),
     (3, 'ratelimit.http_headers(ratelimit.policy_decision,text)',
-     $d$ROW(false, 'p', 5, 0, 9223372036854775807, 0, 60000, 1, 'limited', '{}', '2100-01-01')::ratelimit.policy_decision$d$, '22008',
+     $d$ROW(false, 'p', 5, 0, 9223372036854775807, 0, 60000, 1, 'limited', '{}', '2100-01-01', NULL)::ratelimit.policy_decision$d$, '22008',
      'timestamp out of range', 'a wait of 2^63 - 1 ms'),
     (4, 'ratelimit.http_body(ratelimit.policy_decision,text)',
-     $d$ROW(false, 'p', 5, 0, 1000, 1000, 60000, 2147483647, 'limited', '{}', '2100-01-01')::ratelimit.policy_decision$d$, '22003',
+     $d$ROW(false, 'p', 5, 0, 1000, 1000, 60000, 2147483647, 'limited', '{}', '2100-01-01', NULL)::ratelimit.policy_decision$d$, '22003',
      'integer out of range', 'a cost of INT_MAX on top of the limit')
 ) AS v(n, f, decision, sqlstate, message, why)
 ORDER BY v.n;
@@ -999,6 +1121,14 @@ FROM (VALUES
      'policy "activity.create_post": reset_jitter must be between 0 and 1 hour (got "-00:00:01")', 'a negative reset jitter'),
     (105, $q$INSERT INTO ratelimit.policies (name, "limit", period, reset_jitter) VALUES ('hostile.p', 5, '1 minute', '1000 years')$q$, '22023',
      'policy "hostile.p": reset_jitter must be between 0 and 1 hour (got "1000 years")', 'a reset jitter of 1000 years'),
+    (106, $q$INSERT INTO ratelimit.policies (name, "limit", period, penalty_blocks, penalty_decay) VALUES ('hostile.p', 5, '1 minute', '{1 minute}', NULL)$q$, '22023',
+     'policy "hostile.p": penalty_decay must be given with penalty_blocks', 'a penalty ladder without a decay'),
+    (107, $q$UPDATE ratelimit.policies SET penalty_blocks = '{-1 minute}', penalty_decay = '1 hour' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": penalty_blocks must be greater than zero', 'a negative penalty step'),
+    (108, $q$UPDATE ratelimit.policies SET max_delay = '1 second' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": max_delay applies only to token_bucket and gcra (got fixed_window)', 'a delay on a fixed-window policy'),
+    (109, $q$INSERT INTO ratelimit.policies (name, algorithm, "limit", period, max_delay) VALUES ('hostile.p', 'gcra', 5, '1 minute', '1 month')$q$, '22023',
+     'policy "hostile.p": max_delay must not use months or years, whose length varies (use days)', 'a delay of a month'),
     (2, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', '2147483648', '1 minute')$q$, '22003',
      'value "2147483648" is out of range for type integer', 'a policy limit of 2^31'),
     (3, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', 0, '1 minute')$q$, '22023',
@@ -1061,8 +1191,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p
                    AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
           '{}'::text[], 'every SQL-callable function of the extension has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 54::bigint, 'the matrix covers the 54 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 1076::bigint, 'the matrix holds 1076 bad calls');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 58::bigint, 'the matrix covers the 58 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 1227::bigint, 'the matrix holds 1227 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 

@@ -152,7 +152,7 @@ $$;
 SELECT is(format('%s) RETURNS %s', pg_get_function_arguments(f::regproc), pg_get_function_result(f::regproc)),
           expected, f || ': arguments, defaults and result type')
 FROM (VALUES
-    ('ratelimit.consume', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer, p_time_zone text DEFAULT NULL::text) RETURNS ratelimit.decision'),
+    ('ratelimit.consume', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer, p_time_zone text DEFAULT NULL::text, p_max_wait interval DEFAULT NULL::interval) RETURNS ratelimit.decision'),
     ('ratelimit.peek', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer, p_time_zone text DEFAULT NULL::text) RETURNS ratelimit.decision'),
     ('ratelimit.refund', 'p_key text, p_limit integer, p_period interval, p_cost integer DEFAULT 1, p_algorithm text DEFAULT ''fixed_window''::text, p_engine text DEFAULT ''table''::text, p_burst integer DEFAULT NULL::integer, p_time_zone text DEFAULT NULL::text) RETURNS ratelimit.decision'),
     ('ratelimit.reset', 'p_key text, p_engine text DEFAULT ''table''::text) RETURNS boolean'),

@@ -290,7 +290,7 @@ FROM unnest(ARRAY['ratelimit.key_state', 'ratelimit.key_state_unlogged']) AS t O
 RESET ROLE;
 SELECT is(array_agg(f ORDER BY f), NULL,
           'no native function is executable by a role without grants (EXECUTE is not granted to PUBLIC)')
-FROM unnest(ARRAY['ratelimit.consume(text, integer, interval, integer, text, text, integer, text)',
+FROM unnest(ARRAY['ratelimit.consume(text, integer, interval, integer, text, text, integer, text, interval)',
                   'ratelimit.peek(text, integer, interval, integer, text, text, integer, text)',
                   'ratelimit.refund(text, integer, interval, integer, text, text, integer, text)',
                   'ratelimit.reset(text, text)', 'ratelimit.block(text, interval, text)',

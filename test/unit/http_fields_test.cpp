@@ -164,6 +164,32 @@ TEST(RateLimitFields, NoWindowNoW) {
     EXPECT_EQ(header(headers, "RateLimit-Policy"), "\"api.minute\";q=3");
 }
 
+// A lease's decision (lease_decision) counts concurrent requests: its reasons give the unit
+// a decision row cannot carry, and the body a limit "at once".
+TEST(RateLimitFields, LeaseReasonsCountConcurrentRequests) {
+    DecisionView d = denied_view();
+    d.reason = "concurrency_limited";
+    d.cost.reset();
+    HeaderList headers;
+    rate_limit_headers(d, ResetFormat::kUnix, &headers);
+    EXPECT_EQ(header(headers, "RateLimit-Policy"),
+              "\"api.minute\";q=3;qu=\"concurrent-requests\";w=60");
+    bool denied = false;
+    std::vector<BodyField> fields;
+    ASSERT_EQ(rate_limit_body(d, BodyShape::kDetailed, &denied, &fields), HttpOverflow::kNone);
+    ASSERT_TRUE(denied);
+    EXPECT_EQ(fields[2].text, "Too many requests. Limit: 3 at once. Try again in 13 seconds.");
+
+    d.allowed = true;
+    d.reason = "leased";
+    rate_limit_headers(d, ResetFormat::kUnix, &headers);
+    EXPECT_EQ(header(headers, "RateLimit-Policy"),
+              "\"api.minute\";q=3;qu=\"concurrent-requests\";w=60");
+    d.reason = "within_limits";
+    rate_limit_headers(d, ResetFormat::kUnix, &headers);
+    EXPECT_EQ(header(headers, "RateLimit-Policy"), "\"api.minute\";q=3;w=60");
+}
+
 TEST(ProblemBody, Fields) {
     DecisionView d = denied_view();
     d.violated = {"api.minute", "api.hour"};

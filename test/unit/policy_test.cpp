@@ -1147,5 +1147,157 @@ TEST(PolicyAllOrNothing, NonTransactionalEnginesAreChargedOnlyAfterTheOthersAllo
     EXPECT_TRUE(decide_all_or_nothing(tiers, engines, kT0, 1));
 }
 
+// ---- escalating penalties ----------------------------------------------------------------------
+
+PolicyRule ladder_rule(std::vector<Micros> blocks, Micros decay) {
+    PolicyRule rule = rule_of(Algorithm::kFixedWindow, 2, 10 * kMicrosPerSecond);
+    rule.penalty_blocks = std::move(blocks);
+    rule.penalty_decay = decay;
+    return rule;
+}
+
+// The level against a model in whole microseconds: the counter holds C, the decay's
+// microseconds per level; a penalty adds one decay to it, time drains it (never below 0), and
+// the level is ceil(C / decay), at most the number of steps. Offences come in bursts at one
+// instant and after gaps of a fraction of a decay to several decays.
+TEST(PolicyPenalties, TheLevelRisesByOnePerPenaltyAndDrainsByOnePerDecay) {
+    std::mt19937_64 rng(2026);
+    for (int round = 0; round < 300; ++round) {
+        const auto steps = static_cast<std::size_t>(draw(rng, 1, kMaxPenaltySteps));
+        std::vector<Micros> blocks;
+        for (std::size_t i = 0; i < steps; ++i)
+            blocks.push_back(static_cast<Micros>(draw(rng, 1, 3600)) * kMicrosPerSecond);
+        const Micros decay = static_cast<Micros>(draw(rng, 1000, 86400000)) * 1000 /
+                             static_cast<Micros>(draw(rng, 1, 1000));
+        if (decay < kMinPeriod)
+            continue;
+        const PolicyRule rule = ladder_rule(blocks, decay);
+        ASSERT_NO_THROW(require_valid_penalties("", rule.penalty_blocks, rule.penalty_decay));
+        const Limit counter = penalty_counter(rule);
+        KeyState state;
+        Wide content = 0;  // C
+        Micros now = kT0;
+        Micros last = kT0;
+        for (int offence = 0; offence < 40; ++offence) {
+            const std::uint64_t gap = draw(rng, 0, 5);
+            if (gap > 0)
+                now += static_cast<Micros>(static_cast<Wide>(decay) *
+                                           static_cast<Wide>(draw(rng, 0, 3000)) / 1000);
+            // A peek first: what a denial while blocked reads.
+            KeyState before = state;
+            const Decision peeked = decide(counter, state, now, 1, Action::kPeek);
+            ASSERT_EQ(state, before);
+            const Wide drained = std::max<Wide>(0, content - (now - last));
+            const auto expected_before = static_cast<std::int64_t>(
+                std::min<Wide>(static_cast<Wide>(steps), (drained + decay - 1) / decay));
+            ASSERT_EQ(penalty_level(rule, peeked), expected_before) << "round " << round;
+            const Decision charged = decide(counter, state, now, 1, Action::kCharge);
+            content = drained + decay;
+            last = now;
+            const auto expected = static_cast<std::int64_t>(
+                std::min<Wide>(static_cast<Wide>(steps), (content + decay - 1) / decay));
+            ASSERT_EQ(penalty_level(rule, charged), expected)
+                << "round " << round << " offence " << offence;
+            ASSERT_GE(expected, 1);
+            EXPECT_EQ(penalty_block(rule, expected),
+                      blocks[static_cast<std::size_t>(expected) - 1]);
+        }
+    }
+}
+
+TEST(PolicyPenalties, PastTheLastStepTheLastStepAgain) {
+    const PolicyRule rule =
+        ladder_rule({kMicrosPerMinute, 5 * kMicrosPerMinute}, (60 * kMicrosPerMinute));
+    EXPECT_EQ(penalty_block(rule, 0), 0);
+    EXPECT_EQ(penalty_block(rule, 1), kMicrosPerMinute);
+    EXPECT_EQ(penalty_block(rule, 2), 5 * kMicrosPerMinute);
+    EXPECT_EQ(penalty_block(rule, 9), 5 * kMicrosPerMinute);
+    // A run of offences at one instant climbs one step each, then stays at the top.
+    KeyState state;
+    std::vector<std::int64_t> levels;
+    for (int i = 0; i < 4; ++i)
+        levels.push_back(
+            penalty_level(rule, decide(penalty_counter(rule), state, kT0, 1, Action::kCharge)));
+    EXPECT_EQ(levels, (std::vector<std::int64_t>{1, 2, 2, 2}));
+    // The offences at the top were counted: two decays on, the level is still at the top.
+    const Decision later =
+        decide(penalty_counter(rule), state, kT0 + 2 * (60 * kMicrosPerMinute), 1, Action::kPeek);
+    EXPECT_EQ(penalty_level(rule, later), 2);
+}
+
+TEST(PolicyPenalties, BadLaddersAreRefusedNamingTheColumn) {
+    expect_argument_error([] { require_valid_penalties("", {}, (60 * kMicrosPerMinute)); },
+                          "penalty_blocks");
+    expect_argument_error(
+        [] {
+            require_valid_penalties("", std::vector<Micros>(kMaxPenaltySteps + 1, kMicrosPerMinute),
+                                    (60 * kMicrosPerMinute));
+        },
+        "penalty_blocks");
+    expect_argument_error([] { require_valid_penalties("", {0}, (60 * kMicrosPerMinute)); },
+                          "penalty_blocks");
+    expect_argument_error(
+        [] { require_valid_penalties("", {kMaxWindow + 1}, (60 * kMicrosPerMinute)); },
+        "penalty_blocks");
+    expect_argument_error([] { require_valid_penalties("", {kMicrosPerMinute}, 999); },
+                          "penalty_decay");
+    expect_argument_error(
+        [] {
+            require_valid_penalties("", {kMicrosPerMinute, kMicrosPerMinute}, 200 * kMicrosPerDay);
+        },
+        "penalty_decay");
+    EXPECT_NO_THROW(require_valid_penalties("",
+                                            std::vector<Micros>(kMaxPenaltySteps, kMicrosPerMinute),
+                                            kMaxWindow / kMaxPenaltySteps));
+}
+
+// Which denials earn a penalty: an enforced policy's, by its limit. A blocked key's denial only
+// reads its level; a shadow policy's denial and an allowed policy's earn nothing.
+TEST(PolicyPenalties, OnlyAnEnforcedDenialByTheLimitEarnsAPenalty) {
+    PolicyRule strict = ladder_rule({kMicrosPerMinute}, (60 * kMicrosPerMinute));
+    strict.name = "strict";
+    PolicyRule blocked = ladder_rule({kMicrosPerMinute}, (60 * kMicrosPerMinute));
+    blocked.name = "blocked";
+    PolicyRule shadow = ladder_rule({kMicrosPerMinute}, (60 * kMicrosPerMinute));
+    shadow.name = "shadow";
+    shadow.shadow = true;
+    PolicyRule calm = ladder_rule({kMicrosPerMinute}, (60 * kMicrosPerMinute));
+    calm.name = "calm";
+    std::vector<PolicyRequest> requests(4);
+    const PolicyRule* rules[] = {&strict, &blocked, &shadow, &calm};
+    for (std::size_t i = 0; i < 4; ++i)
+        requests[i] =
+            PolicyRequest{rules[i], "x", nullptr, ListVerdict{false, false, std::nullopt}};
+    const PolicyPlan plan = plan_policies(requests, nullptr, 1, kT0);
+    ASSERT_EQ(plan.kind, PolicyPlan::Kind::kDecide);
+    std::vector<Decision> decisions(4);
+    for (Decision& d : decisions) {
+        d.limit = 2;
+        d.retry_after = kMicrosPerSecond;
+    }
+    decisions[1].blocked = true;
+    decisions[3].allowed = true;
+    decisions[3].retry_after = 0;
+    decisions[3].remaining = 1;
+    PolicyAnswer answer = answer_decided(requests, plan, decisions, false, 1);
+    EXPECT_EQ(answer.penalized, (std::vector<std::size_t>{0}));
+    EXPECT_EQ(answer.penalty_reads, (std::vector<std::size_t>{1}));
+    EXPECT_EQ(answer.reason, PolicyReason::kLimited);
+    EXPECT_FALSE(answer.penalty_level.has_value());
+    // The layer charged request 0 to level 2 (block 5 minutes) and read level 1 for request 1.
+    apply_penalty(answer, 2, 5 * kMicrosPerMinute);
+    apply_penalty(answer, 1, 0);
+    EXPECT_EQ(answer.reason, PolicyReason::kPenalty);
+    EXPECT_EQ(answer.penalty_level, 2);
+    EXPECT_EQ(answer.retry_after, 5 * kMicrosPerMinute);
+    EXPECT_GE(answer.reset_after.value_or(0), 5 * kMicrosPerMinute);
+    EXPECT_STREQ(reason_name(answer.reason), "penalty");
+    // A level of 0 (a block set by hand) changes nothing.
+    PolicyAnswer unpenalized = answer_decided(requests, plan, decisions, false, 1);
+    apply_penalty(unpenalized, 0, 0);
+    EXPECT_EQ(unpenalized.reason, PolicyReason::kLimited);
+    EXPECT_FALSE(unpenalized.penalty_level.has_value());
+}
+
 }  // namespace
 }  // namespace ratelimit
