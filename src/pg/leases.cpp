@@ -354,17 +354,8 @@ Datum acquire_policy_body(FunctionCallInfo fcinfo) {
         throw ArgumentError::invalid(
             "p_cost", "must be at least 1 (got " + std::to_string(PG_GETARG_INT32(2)) + ")");
 
-    // check's six arguments, read and decided on check's own path: a view of the call that
-    // holds them in check's order.
-    constexpr int kCheckArguments = 6;
-    constexpr int kFrom[kCheckArguments] = {0, 1, 2, 4, 5, 6};
-    LOCAL_FCINFO(check_args, kCheckArguments);
-    InitFunctionCallInfoData(*check_args, fcinfo->flinfo, kCheckArguments, fcinfo->fncollation,
-                             nullptr, nullptr);
-    for (int i = 0; i < kCheckArguments; ++i)
-        check_args->args[i] = fcinfo->args[kFrom[i]];
     PolicyLeases leases(session);
-    const PolicySubject subject = decide_policy_subject(check_args, &leases);
+    const PolicySubject subject = decide_policy_subject(fcinfo, &leases);
     const PolicyAnswer& answer = subject.answer;
 
     // Which way the call went shows in which fields are NULL (lease_decision reads them back):
@@ -442,20 +433,7 @@ Datum lease_decision_body(FunctionCallInfo fcinfo) {
     Datum lease[kLeaseFields];
     bool lease_nulls[kLeaseFields];
     bool wrong_type = false;
-    call_postgres([&] {
-        HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(1);
-        TupleDesc desc =
-            lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
-        HeapTupleData tuple;
-        tuple.t_len = HeapTupleHeaderGetDatumLength(row);
-        ItemPointerSetInvalid(&tuple.t_self);
-        tuple.t_tableOid = InvalidOid;
-        tuple.t_data = row;
-        wrong_type = desc->natts != kLeaseFields;
-        if (!wrong_type)
-            heap_deform_tuple(&tuple, desc, lease, lease_nulls);
-        ReleaseTupleDesc(desc);
-    });
+    call_postgres([&] { wrong_type = !row_argument(fcinfo, 1, kLeaseFields, lease, lease_nulls); });
     if (wrong_type)
         throw ArgumentError::invalid("p_lease", "must be a ratelimit.lease");
     bool all_null = true;

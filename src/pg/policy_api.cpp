@@ -1086,7 +1086,16 @@ void require_policy_kind(const PolicyCatalog& catalog, const PolicyRule& rule,
 
 }  // namespace
 
-PolicySubject decide_policy_subject(FunctionCallInfo fcinfo, InFlightLimit* in_flight) {
+PolicySubject decide_policy_subject(FunctionCallInfo caller, InFlightLimit* in_flight) {
+    // check's six arguments, in check's order: the caller's, less its fourth (its own p_hold
+    // or p_scope), so that they are read and decided on check's own path.
+    constexpr int kCheckArguments = 6;
+    constexpr int kFrom[kCheckArguments] = {0, 1, 2, 4, 5, 6};
+    LOCAL_FCINFO(fcinfo, kCheckArguments);
+    InitFunctionCallInfoData(*fcinfo, caller->flinfo, kCheckArguments, caller->fncollation, nullptr,
+                             nullptr);
+    for (int i = 0; i < kCheckArguments; ++i)
+        fcinfo->args[i] = caller->args[kFrom[i]];
     PolicySubject result;
     const Oid schema = call_schema(fcinfo);
     const Micros now = now_checked();

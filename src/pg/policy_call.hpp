@@ -49,12 +49,13 @@ struct PolicySubject {
     Oid schema = InvalidOid;  // the extension's
 };
 
-// Decides check(p_policy, p_key, p_cost, p_tier, p_ip, p_user) from `fcinfo`'s first six
-// arguments, in that order, exactly as ratelimit.check does (same checks, errors and
-// effects). `fcinfo` calls a function of the extension's schema. With `in_flight`, the policy
-// must be a concurrency policy (quota_unit 'concurrent-requests') and its limit is decided by
-// `in_flight` instead of the policy's engine; without it, a concurrency policy is refused
-// (0A000) as check refuses it.
+// Decides check(p_policy, p_key, p_cost, p_tier, p_ip, p_user) exactly as ratelimit.check
+// does (same checks, errors and effects), from `fcinfo`'s seven arguments: p_policy, p_key,
+// p_cost (or p_estimate), the caller's own fourth argument (p_hold, p_scope: not read here),
+// then p_tier, p_ip and p_user. `fcinfo` calls a function of the extension's schema. With
+// `in_flight`, the policy must be a concurrency policy (quota_unit 'concurrent-requests') and its
+// limit is decided by `in_flight` instead of the policy's engine; without it, a concurrency policy
+// is refused (0A000) as check refuses it.
 PolicySubject decide_policy_subject(FunctionCallInfo fcinfo, InFlightLimit* in_flight);
 
 }  // namespace ratelimit::pg

@@ -7,6 +7,7 @@
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
+#include "pg/result_row.hpp"
 #include "ratelimit/error.hpp"
 
 extern "C" {
@@ -129,22 +130,12 @@ DecisionView decision_argument(FunctionCallInfo fcinfo, int index) {
     char* policy = nullptr;
     char* reason = nullptr;
     call_postgres([&] {
-        HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(index);
-        TupleDesc desc =
-            lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
-        HeapTupleData tuple;
-        tuple.t_len = HeapTupleHeaderGetDatumLength(row);
-        ItemPointerSetInvalid(&tuple.t_self);
-        tuple.t_tableOid = InvalidOid;
-        tuple.t_data = row;
-        if (desc->natts != kFields)
+        if (!row_argument(fcinfo, index, kFields, values, nulls))
             elog(ERROR, "ratelimit: p_decision must be a ratelimit.policy_decision");
-        heap_deform_tuple(&tuple, desc, values, nulls);
         if (!nulls[1])
             policy = TextDatumGetCString(values[1]);
         if (!nulls[8])
             reason = TextDatumGetCString(values[8]);
-        ReleaseTupleDesc(desc);
     });
     bool all_null = true;
     for (bool is_null : nulls)

@@ -237,102 +237,6 @@ void give_back_slot(std::uint64_t id) {
 constexpr int kConsumeArguments = 7;  // p_key .. p_burst, as ratelimit.consume takes them
 constexpr int kHoldArgument = 7;
 
-// ratelimit.reserve(p_key, p_limit, p_period, p_estimate, p_algorithm, p_engine, p_burst,
-// p_hold) -> ratelimit.reservation
-Datum reserve_body(FunctionCallInfo fcinfo) {
-    region.require_available();
-    const Micros hold = interval_argument(fcinfo, kHoldArgument, "p_hold");
-    if (hold < kMinReservationHold)
-        throw ArgumentError::invalid("p_hold", "must be at least 1 millisecond");
-    if (hold > kMaxReservationHold)
-        throw ArgumentError::invalid("p_hold", "must be at most 1 day");
-    prepare_backend();
-    changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
-    const std::uint64_t id = take_slot(native_now());
-
-    // The first seven arguments are consume's, read and decided by consume's own path: a view
-    // of the call that holds only them.
-    LOCAL_FCINFO(consume_args, kConsumeArguments);
-    InitFunctionCallInfoData(*consume_args, fcinfo->flinfo, kConsumeArguments, fcinfo->fncollation,
-                             nullptr, nullptr);
-    for (int i = 0; i < kConsumeArguments; ++i)
-        consume_args->args[i] = fcinfo->args[i];
-    NativeCall call;
-    Decision decision;
-    try {
-        decision = native_call(consume_args, Action::kConsume, "ratelimit.reserve()", &call);
-    } catch (const ArgumentError& error) {
-        // consume's p_cost is reserve's p_estimate.
-        if (error.argument() != "p_cost")
-            throw;
-        const std::string detail = std::string(error.what()).substr(error.argument().size());
-        throw ArgumentError(error.kind(), "p_estimate", "p_estimate" + detail);
-    }
-
-    if (decision.allowed) {
-        Reservation made;
-        call_postgres([&] {
-            made.database = MyDatabaseId;
-            made.role = GetUserId();
-        });
-        made.engine = call.engine;
-        made.limit = call.limit;
-        made.estimate = call.cost;
-        made.expires_at = call.now + hold;
-        const std::string_view key = text_bytes(call.key);
-        made.key_length = static_cast<std::uint16_t>(key.size());
-        std::copy(key.begin(), key.end(), made.key);
-        const int partition = ReservationTable::attach(table_block()).partition_of(id);
-        with_partition(partition, [&](ReservationTable& table) {
-            return table.fill(partition, id, session_token, made);
-        });
-    } else {
-        give_back_slot(id);
-    }
-
-    constexpr int kFields = 7;
-    Datum values[kFields] = {0};
-    bool nulls[kFields] = {false};
-    nulls[0] = !decision.allowed;
-    values[0] = Int64GetDatum(static_cast<std::int64_t>(id));
-    values[1] = BoolGetDatum(decision.allowed);
-    values[2] = Int32GetDatum(static_cast<std::int32_t>(decision.limit));
-    values[3] = Int32GetDatum(static_cast<std::int32_t>(decision.remaining));
-    values[4] = Int64GetDatum(milliseconds_up(decision.retry_after));
-    values[5] = Int64GetDatum(milliseconds_up(decision.reset_after));
-    nulls[6] = !decision.allowed;
-    values[6] = TimestampTzGetDatum(to_timestamptz(call.now + hold));
-    Datum result = 0;
-    call_postgres([&] {
-        result = HeapTupleGetDatum(heap_form_tuple(returned_row_descriptor(fcinfo), values, nulls));
-    });
-    return result;
-}
-
-// The adjustment of a reservation made through a policy (reserve_policy): on the policy's own
-// counter key, never a native key, under the limit the reservation was decided with.
-Decision settle_policy_key(FunctionCallInfo fcinfo, const Reservation& made, Datum key, Micros now,
-                           std::int64_t units, Action action, const char* function_name) {
-    Oid schema = InvalidOid;
-    Datum space = 0;
-    call_postgres([&] {
-        schema = get_func_namespace(fcinfo->flinfo->fn_oid);
-        space = PointerGetDatum(
-            cstring_to_text_with_len(made.space, static_cast<int>(made.space_length)));
-    });
-    Limit limit = made.limit;
-    if (limit.window_end != 0 && now >= limit.window_end) {
-        // A calendar period's window ended since the reserve: the window holding now, in the
-        // policy's zone, as its next check would take it.
-        const CalendarPolicy* calendar = policy_catalog(schema).calendar(made.space_text());
-        if (calendar != nullptr)
-            set_calendar_window(limit, calendar->unit, calendar->zone, now);
-    }
-    EngineStorage storage;
-    StateEngine& engine = state_engine(made.engine, schema, function_name, storage);
-    return engine.decide(StateKey{space, key}, limit, now, units, action);
-}
-
 // The reservation row of an answer: `id` when a reservation was opened, else NULL with
 // expires_at; limit and remaining NULL when no limit was checked, retry_after_ms NULL when no
 // wait will do (a deny entry without an end).
@@ -363,66 +267,129 @@ Datum reservation_datum(FunctionCallInfo fcinfo, std::optional<std::uint64_t> id
     return result;
 }
 
-// ratelimit.reserve_policy(p_policy, p_key, p_estimate, p_hold, p_tier, p_ip, p_user)
-// -> ratelimit.reservation: check(p_policy, p_key, p_estimate, p_tier, p_ip, p_user), and when
-// it charged the policy's key, a reservation on that key, settled by settle and cancel.
-Datum reserve_policy_body(FunctionCallInfo fcinfo) {
-    region.require_available();
-    const Micros hold = interval_argument(fcinfo, 3, "p_hold");
+// p_hold, checked: 1 millisecond to 1 day.
+Micros hold_argument(FunctionCallInfo fcinfo, int index) {
+    const Micros hold = interval_argument(fcinfo, index, "p_hold");
     if (hold < kMinReservationHold)
         throw ArgumentError::invalid("p_hold", "must be at least 1 millisecond");
     if (hold > kMaxReservationHold)
         throw ArgumentError::invalid("p_hold", "must be at most 1 day");
-    prepare_backend();
-    changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
-    const std::uint64_t id = take_slot(native_now());
+    return hold;
+}
 
-    // check's six arguments, read and decided on check's own path: a view of the call that
-    // holds them in check's order.
-    constexpr int kCheckArguments = 6;
-    constexpr int kFrom[kCheckArguments] = {0, 1, 2, 4, 5, 6};
-    LOCAL_FCINFO(check_args, kCheckArguments);
-    InitFunctionCallInfoData(*check_args, fcinfo->flinfo, kCheckArguments, fcinfo->fncollation,
-                             nullptr, nullptr);
-    for (int i = 0; i < kCheckArguments; ++i)
-        check_args->args[i] = fcinfo->args[kFrom[i]];
-    PolicySubject subject;
+// Runs `decide` (consume's or check's own path), reporting its p_cost as p_estimate: the
+// reservation's cost is its estimate.
+template <typename Decide>
+auto with_cost_as_estimate(Decide decide) -> decltype(decide()) {
     try {
-        subject = decide_policy_subject(check_args, nullptr);
+        return decide();
     } catch (const ArgumentError& error) {
-        // check's p_cost is reserve_policy's p_estimate.
         if (error.argument() != "p_cost")
             throw;
         const std::string detail = std::string(error.what()).substr(error.argument().size());
         throw ArgumentError(error.kind(), "p_estimate", "p_estimate" + detail);
     }
+}
+
+// Fills slot `id`, taken by take_slot(), with a reservation of `estimate` units of `key` (in
+// key space `space`: empty for a native key, a policy's name) under `limit` on `engine`.
+void open_reservation(std::uint64_t id, Engine engine, const Limit& limit, std::int64_t estimate,
+                      Micros expires_at, std::string_view key, std::string_view space) {
+    Reservation made;
+    call_postgres([&] {
+        made.database = MyDatabaseId;
+        made.role = GetUserId();
+    });
+    made.engine = engine;
+    made.limit = limit;
+    made.estimate = estimate;
+    made.expires_at = expires_at;
+    made.key_length = static_cast<std::uint16_t>(key.size());
+    std::copy(key.begin(), key.end(), made.key);
+    if (space.size() > kMaxReservationSpaceBytes)  // the policies table allows no longer
+        throw std::length_error("ratelimit: policy name too long for a reservation");
+    made.space_length = static_cast<std::uint8_t>(space.size());
+    std::copy(space.begin(), space.end(), made.space);
+    const int partition = ReservationTable::attach(table_block()).partition_of(id);
+    with_partition(partition, [&](ReservationTable& table) {
+        return table.fill(partition, id, session_token, made);
+    });
+}
+
+// ratelimit.reserve(p_key, p_limit, p_period, p_estimate, p_algorithm, p_engine, p_burst,
+// p_hold) -> ratelimit.reservation
+Datum reserve_body(FunctionCallInfo fcinfo) {
+    region.require_available();
+    const Micros hold = hold_argument(fcinfo, kHoldArgument);
+    prepare_backend();
+    changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
+    const std::uint64_t id = take_slot(native_now());
+
+    // The first seven arguments are consume's, read and decided by consume's own path: a view
+    // of the call that holds only them.
+    LOCAL_FCINFO(consume_args, kConsumeArguments);
+    InitFunctionCallInfoData(*consume_args, fcinfo->flinfo, kConsumeArguments, fcinfo->fncollation,
+                             nullptr, nullptr);
+    for (int i = 0; i < kConsumeArguments; ++i)
+        consume_args->args[i] = fcinfo->args[i];
+    NativeCall call;
+    const Decision decision = with_cost_as_estimate(
+        [&] { return native_call(consume_args, Action::kConsume, "ratelimit.reserve()", &call); });
+
+    if (decision.allowed)
+        open_reservation(id, call.engine, call.limit, call.cost, call.now + hold,
+                         text_bytes(call.key), std::string_view());
+    else
+        give_back_slot(id);
+    return reservation_datum(fcinfo,
+                             decision.allowed ? std::optional<std::uint64_t>(id) : std::nullopt,
+                             decision.allowed, decision.limit, decision.remaining,
+                             decision.retry_after, decision.reset_after, call.now + hold);
+}
+
+// The adjustment of a reservation made through a policy (reserve_policy): on the policy's own
+// counter key, never a native key, under the limit the reservation was decided with.
+Decision settle_policy_key(FunctionCallInfo fcinfo, const Reservation& made, Datum key, Micros now,
+                           std::int64_t units, Action action, const char* function_name) {
+    Oid schema = InvalidOid;
+    Datum space = 0;
+    call_postgres([&] {
+        schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+        space = PointerGetDatum(
+            cstring_to_text_with_len(made.space, static_cast<int>(made.space_length)));
+    });
+    Limit limit = made.limit;
+    if (limit.window_end != 0 && now >= limit.window_end) {
+        // A calendar period's window ended since the reserve: the window holding now, in the
+        // policy's zone, as its next check would take it.
+        const CalendarPolicy* calendar = policy_catalog(schema).calendar(made.space_text());
+        if (calendar != nullptr)
+            set_calendar_window(limit, calendar->unit, calendar->zone, now);
+    }
+    EngineStorage storage;
+    StateEngine& engine = state_engine(made.engine, schema, function_name, storage);
+    return engine.decide(StateKey{space, key}, limit, now, units, action);
+}
+
+// ratelimit.reserve_policy(p_policy, p_key, p_estimate, p_hold, p_tier, p_ip, p_user)
+// -> ratelimit.reservation: check(p_policy, p_key, p_estimate, p_tier, p_ip, p_user), and when
+// it charged the policy's key, a reservation on that key, settled by settle and cancel.
+Datum reserve_policy_body(FunctionCallInfo fcinfo) {
+    region.require_available();
+    const Micros hold = hold_argument(fcinfo, 3);
+    prepare_backend();
+    changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
+    const std::uint64_t id = take_slot(native_now());
+
+    const PolicySubject subject =
+        with_cost_as_estimate([&] { return decide_policy_subject(fcinfo, nullptr); });
 
     const PolicyAnswer& answer = subject.answer;
-    if (subject.charged) {
-        Reservation made;
-        call_postgres([&] {
-            made.database = MyDatabaseId;
-            made.role = GetUserId();
-        });
-        made.engine = subject.engine;
-        made.limit = subject.limit;
-        made.estimate = answer.cost;
-        made.expires_at = subject.now + hold;
-        const std::string_view key = text_bytes(subject.key.key);
-        made.key_length = static_cast<std::uint16_t>(key.size());
-        std::copy(key.begin(), key.end(), made.key);
-        const std::string& space = subject.policy;
-        if (space.size() > kMaxReservationSpaceBytes)  // the policies table allows no longer
-            throw std::length_error("ratelimit: policy name too long for a reservation");
-        made.space_length = static_cast<std::uint8_t>(space.size());
-        std::copy(space.begin(), space.end(), made.space);
-        const int partition = ReservationTable::attach(table_block()).partition_of(id);
-        with_partition(partition, [&](ReservationTable& table) {
-            return table.fill(partition, id, session_token, made);
-        });
-    } else {
+    if (subject.charged)
+        open_reservation(id, subject.engine, subject.limit, answer.cost, subject.now + hold,
+                         text_bytes(subject.key.key), subject.policy);
+    else
         give_back_slot(id);
-    }
     return reservation_datum(
         fcinfo, subject.charged ? std::optional<std::uint64_t>(id) : std::nullopt, answer.allowed,
         answer.limit, answer.remaining, answer.retry_after, answer.reset_after, subject.now + hold);

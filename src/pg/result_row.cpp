@@ -165,4 +165,20 @@ Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows) {
     return PointerGetDatum(array);
 }
 
+bool row_argument(FunctionCallInfo fcinfo, int index, int count, Datum* values, bool* nulls) {
+    HeapTupleHeader row = PG_GETARG_HEAPTUPLEHEADER(index);
+    TupleDesc desc =
+        lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(row), HeapTupleHeaderGetTypMod(row));
+    HeapTupleData tuple;
+    tuple.t_len = HeapTupleHeaderGetDatumLength(row);
+    ItemPointerSetInvalid(&tuple.t_self);
+    tuple.t_tableOid = InvalidOid;
+    tuple.t_data = row;
+    const bool fits = desc->natts == count;
+    if (fits)
+        heap_deform_tuple(&tuple, desc, values, nulls);
+    ReleaseTupleDesc(desc);
+    return fits;
+}
+
 }  // namespace ratelimit::pg

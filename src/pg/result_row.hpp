@@ -34,4 +34,9 @@ using RowValues = void (*)(const void* rows, int index, Datum* values);
 // rows): nothing is allocated or copied per row. PostgreSQL code: call inside call_postgres().
 Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows);
 
+// Deforms the composite argument `index` (not NULL) into `values` and `nulls`, `count` fields;
+// false, and nothing written, when its row type has another number of fields. PostgreSQL code:
+// call inside call_postgres().
+bool row_argument(FunctionCallInfo fcinfo, int index, int count, Datum* values, bool* nulls);
+
 }  // namespace ratelimit::pg
