@@ -158,6 +158,8 @@ struct PolicyRule {
     Micros penalty_decay = 0;  // the level drains by one per penalty_decay
     // Delay instead of deny (token_bucket and gcra; Limit::max_delay): 0 never delays.
     Micros max_delay = 0;
+    // quota_unit 'concurrent-requests': a limit of units in flight, decided by leases only.
+    bool concurrency = false;
 };
 
 // The most steps a policy's penalties have.

@@ -405,6 +405,7 @@ PolicyAnswer answer_decided(const std::vector<PolicyRequest>& requests, const Po
     answer.outcomes = skipped_outcomes(requests, plan);
     std::vector<Decision> reported = decisions;
     std::optional<std::size_t> binding;  // into plan.checked
+    Micros delay = 0;                    // allowed: the longest wait before the call may go
     for (std::size_t j = 0; j < plan.checked.size(); ++j) {
         const PolicyPlan::Checked& checked = plan.checked[j];
         const PolicyRule& rule = *requests.at(checked.request).rule;
@@ -433,6 +434,10 @@ PolicyAnswer answer_decided(const std::vector<PolicyRequest>& requests, const Po
                 allowed ? PolicyOutcome::kAllowed : PolicyOutcome::kNone;
             if (allowed)
                 answer.charged.push_back({checked.request, d.limit, d.remaining});
+            // A policy with max_delay may have admitted the call for later: it goes when the
+            // last of them has come round.
+            if (allowed && checked.enforced)
+                delay = std::max(delay, d.retry_after);
             if (allowed && checked.enforced &&
                 (!binding || d.remaining < reported[*binding].remaining))
                 binding = j;  // the enforced policy with the least remaining
@@ -449,13 +454,6 @@ PolicyAnswer answer_decided(const std::vector<PolicyRequest>& requests, const Po
     answer.reset_after = d.reset_after;
     answer.period = plan.checked[b].limit.period;
     if (allowed) {
-        // A policy with max_delay may have admitted the call for later: it goes when the last
-        // of them has come round.
-        Micros delay = 0;
-        for (std::size_t j = 0; j < plan.checked.size(); ++j) {
-            if (plan.checked[j].enforced && reported[j].allowed)
-                delay = std::max(delay, reported[j].retry_after);
-        }
         answer.retry_after = delay;
         answer.reason = delay > 0 ? PolicyReason::kDelayed : PolicyReason::kWithinLimits;
     } else {

@@ -222,6 +222,30 @@ LeaseAnswer take_lease(const KeyHash& hash, std::int64_t limit, std::int64_t cos
 
 // ---- the SQL functions ----------------------------------------------------------------------
 
+// A ratelimit.lease row: lease_id, allowed, limit, in_flight, retry_after_ms (each optional
+// but allowed).
+Datum lease_datum(FunctionCallInfo fcinfo, std::optional<std::uint64_t> id, bool allowed,
+                  std::optional<std::int64_t> limit, std::optional<std::int64_t> in_flight,
+                  std::optional<Micros> retry_after) {
+    constexpr int kFields = 5;
+    Datum values[kFields] = {0};
+    bool nulls[kFields] = {false};
+    nulls[0] = !id.has_value();
+    values[0] = Int64GetDatum(static_cast<std::int64_t>(id.value_or(0)));
+    values[1] = BoolGetDatum(allowed);
+    nulls[2] = !limit.has_value();
+    values[2] = Int32GetDatum(static_cast<std::int32_t>(limit.value_or(0)));
+    nulls[3] = !in_flight.has_value();
+    values[3] = Int32GetDatum(static_cast<std::int32_t>(in_flight.value_or(0)));
+    nulls[4] = !retry_after.has_value();
+    values[4] = Int64GetDatum(milliseconds_up(retry_after.value_or(0)));
+    Datum result = 0;
+    call_postgres([&] {
+        result = HeapTupleGetDatum(heap_form_tuple(returned_row_descriptor(fcinfo), values, nulls));
+    });
+    return result;
+}
+
 // ratelimit.acquire(p_key, p_limit, p_cost, p_scope, p_max_hold) -> ratelimit.lease
 Datum acquire_body(FunctionCallInfo fcinfo) {
     region.require_available();
@@ -242,22 +266,10 @@ Datum acquire_body(FunctionCallInfo fcinfo) {
     const Micros now = clock_now();
     require_valid_instant(now);
     const LeaseAnswer answer = take_lease(lease_key(key), limit, cost, now, max_hold, session);
-
-    constexpr int kFields = 5;
-    Datum values[kFields] = {0};
-    bool nulls[kFields] = {false};
-    nulls[0] = !answer.allowed;
-    values[0] = Int64GetDatum(static_cast<std::int64_t>(answer.id));
-    values[1] = BoolGetDatum(answer.allowed);
-    values[2] = Int32GetDatum(limit);
-    values[3] = Int32GetDatum(static_cast<std::int32_t>(answer.in_flight));
-    nulls[4] = answer.allowed || !answer.retry_after;
-    values[4] = Int64GetDatum(milliseconds_up(answer.retry_after.value_or(0)));
-    Datum result = 0;
-    call_postgres([&] {
-        result = HeapTupleGetDatum(heap_form_tuple(returned_row_descriptor(fcinfo), values, nulls));
-    });
-    return result;
+    return lease_datum(fcinfo,
+                       answer.allowed ? std::optional<std::uint64_t>(answer.id) : std::nullopt,
+                       answer.allowed, limit, answer.in_flight,
+                       answer.allowed ? std::nullopt : answer.retry_after);
 }
 
 // ratelimit.release(p_lease) -> true; an identifier that is not held is an error.
@@ -380,23 +392,7 @@ Datum acquire_policy_body(FunctionCallInfo fcinfo) {
         if (rule != nullptr)
             limit = rule->limit;
     }
-    constexpr int kFields = 5;
-    Datum values[kFields] = {0};
-    bool nulls[kFields] = {false};
-    nulls[0] = !id.has_value();
-    values[0] = Int64GetDatum(static_cast<std::int64_t>(id.value_or(0)));
-    values[1] = BoolGetDatum(answer.allowed);
-    nulls[2] = !limit.has_value();
-    values[2] = Int32GetDatum(static_cast<std::int32_t>(limit.value_or(0)));
-    nulls[3] = !in_flight.has_value();
-    values[3] = Int32GetDatum(static_cast<std::int32_t>(in_flight.value_or(0)));
-    nulls[4] = !retry_after.has_value();
-    values[4] = Int64GetDatum(milliseconds_up(retry_after.value_or(0)));
-    Datum result = 0;
-    call_postgres([&] {
-        result = HeapTupleGetDatum(heap_form_tuple(returned_row_descriptor(fcinfo), values, nulls));
-    });
-    return result;
+    return lease_datum(fcinfo, id, answer.allowed, limit, in_flight, retry_after);
 }
 
 // ratelimit.lease_decision(p_policy, p_lease) -> ratelimit.policy_decision: what
@@ -408,25 +404,7 @@ Datum lease_decision_body(FunctionCallInfo fcinfo) {
     Oid schema = InvalidOid;
     call_postgres([&] { schema = get_func_namespace(fcinfo->flinfo->fn_oid); });
     const PolicyCatalog& catalog = policy_catalog(schema);
-    const PolicyRule* rule = catalog.policy(name);
-    if (rule == nullptr) {
-        // The first 64 characters of the name (UTF-8), as check quotes it.
-        std::size_t cut = 0;
-        for (int seen = 0; cut < name.size() && seen < 64; ++seen) {
-            ++cut;
-            while (cut < name.size() && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80)
-                ++cut;
-        }
-        throw ArgumentError(
-            ErrorKind::kInvalidArgument, "p_policy",
-            "p_policy: unknown policy \"" + std::string(name.substr(0, cut)) + "\"");
-    }
-    const std::string* unit = catalog.quota_unit(rule->name);
-    if (unit == nullptr || *unit != kConcurrentRequests)
-        throw ArgumentError(ErrorKind::kInvalidArgument, "p_policy",
-                            "p_policy: policy \"" + rule->name +
-                                "\" is not a concurrency policy (its quota_unit is not " +
-                                kConcurrentRequests + ")");
+    const PolicyRule* rule = &concurrency_policy(catalog, name);
     if (PG_ARGISNULL(1))
         throw ArgumentError::null("p_lease");
     constexpr int kLeaseFields = 5;

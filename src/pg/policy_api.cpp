@@ -206,8 +206,7 @@ struct PolicyCall {
 
 // A concurrency policy (pg/policy_call.hpp) is decided by leases only: a call that would count
 // it as a rate is refused before anything is charged, and acquire_policy takes nothing else.
-void require_policy_kind(const PolicyCatalog& catalog, const PolicyRule& rule,
-                         const ArgumentNames& names, int i);
+void require_policy_kind(const PolicyRule& rule, const ArgumentNames& names, int i);
 
 // Reads and checks the arguments in the order the SQL layer always has: the arrays, their
 // sizes, the cost, the tier, then each policy and its subject.
@@ -266,7 +265,7 @@ PolicyCall read_policy_call(FunctionCallInfo fcinfo, const ArgumentNames& names,
         require_key(names.key(i), text_bytes(resolved.key).size());
         resolved.subject = resolved.rule->hash_key ? hashed_subject(resolved.key) : resolved.key;
         resolved.space = policies.values[i];
-        require_policy_kind(catalog, *resolved.rule, names, i);
+        require_policy_kind(*resolved.rule, names, i);
     }
     for (ResolvedPolicy& resolved : call.policies) {
         const CalendarPolicy* calendar = catalog.calendar(resolved.rule->name);
@@ -381,8 +380,13 @@ void apply_penalties(Oid schema, const PolicyCall& call, PolicyAnswer& answer, M
 
 // Decides a call read and planned; `schema` is the extension's.
 PolicyAnswer decide_planned(FunctionCallInfo fcinfo, Oid schema, const PolicyCall& call,
-                            const PolicyPlan& plan, Micros now) {
+                            const PolicyPlan& plan, Micros now,
+                            InFlightLimit* in_flight = nullptr) {
     PolicyAnswer answer;
+    auto key_of = [&](std::size_t request) {
+        const ResolvedPolicy& resolved = call.policies[request];
+        return StateKey{resolved.space, resolved.subject};
+    };
     switch (plan.kind) {
         case PolicyPlan::Kind::kSkipped:
             answer = answer_skipped(call.requests, plan, call.cost);
@@ -391,32 +395,42 @@ PolicyAnswer decide_planned(FunctionCallInfo fcinfo, Oid schema, const PolicyCal
             answer = answer_deny_list(call.requests, plan, call.cost, now);
             break;
         case PolicyPlan::Kind::kCostExceedsLimit: {
-            const ResolvedPolicy& resolved = call.policies[plan.stop];
-            EngineStorage storage;
-            StateEngine& engine =
-                state_engine(resolved.rule->engine, schema, "ratelimit.check()", storage);
-            const Decision peek = engine.decide(StateKey{resolved.space, resolved.subject},
-                                                plan.stop_limit, now, 1, Action::kPeek);
+            Decision peek;
+            if (in_flight != nullptr) {
+                peek = in_flight->look(key_of(plan.stop), plan.stop_limit, now);
+            } else {
+                EngineStorage storage;
+                StateEngine& engine = state_engine(call.policies[plan.stop].rule->engine, schema,
+                                                   "ratelimit.check()", storage);
+                peek = engine.decide(key_of(plan.stop), plan.stop_limit, now, 1, Action::kPeek);
+            }
             answer = answer_cost_exceeds(call.requests, plan, peek, call.cost);
             break;
         }
         case PolicyPlan::Kind::kDecide: {
-            std::vector<TierCall> tiers(plan.checked.size());
-            std::vector<StateKey> keys(plan.checked.size());
-            for (std::size_t i = 0; i < plan.checked.size(); ++i) {
-                const ResolvedPolicy& resolved = call.policies[plan.checked[i].request];
-                tiers[i].index = i;
-                tiers[i].engine = resolved.rule->engine;
-                tiers[i].limit = plan.checked[i].limit;
-                tiers[i].enforced = plan.checked[i].enforced;
-                keys[i] = StateKey{resolved.space, resolved.subject};
+            std::vector<Decision> decisions(plan.checked.size());
+            bool allowed = false;
+            if (in_flight != nullptr) {
+                // One concurrency policy, on the lease table: a denied lease holds nothing, so
+                // there is nothing to undo.
+                decisions[0] = in_flight->take(key_of(plan.checked[0].request),
+                                               plan.checked[0].limit, call.cost, now);
+                allowed = decisions[0].allowed;
+            } else {
+                std::vector<TierCall> tiers(plan.checked.size());
+                std::vector<StateKey> keys(plan.checked.size());
+                for (std::size_t i = 0; i < plan.checked.size(); ++i) {
+                    tiers[i].index = i;
+                    tiers[i].engine = call.policies[plan.checked[i].request].rule->engine;
+                    tiers[i].limit = plan.checked[i].limit;
+                    tiers[i].enforced = plan.checked[i].enforced;
+                    keys[i] = key_of(plan.checked[i].request);
+                }
+                sort_tiers(tiers, keys);
+                allowed = decide_tiers(tiers, keys, schema, "ratelimit.check()", now, call.cost);
+                for (const TierCall& tier : tiers)
+                    decisions[tier.index] = reported_decision(tier, allowed);
             }
-            sort_tiers(tiers, keys);
-            const bool allowed =
-                decide_tiers(tiers, keys, schema, "ratelimit.check()", now, call.cost);
-            std::vector<Decision> decisions(tiers.size());
-            for (const TierCall& tier : tiers)
-                decisions[tier.index] = reported_decision(tier, allowed);
             answer = answer_decided(call.requests, plan, decisions, allowed, call.cost);
             answer.checked = std::move(decisions);
             apply_penalties(schema, call, answer, now);
@@ -1060,18 +1074,19 @@ Datum check_many_arguments_body(FunctionCallInfo fcinfo) {
 
 // ---- concurrency policies, and one policy for one subject (pg/policy_call.hpp) ----------------
 
-void require_policy_kind(const PolicyCatalog& catalog, const PolicyRule& rule,
-                         const ArgumentNames& names, int i) {
-    const std::string* unit = catalog.quota_units.empty() ? nullptr : catalog.quota_unit(rule.name);
-    const bool concurrent = unit != nullptr && *unit == kConcurrentRequests;
-    if (concurrent == names.leases)
+ArgumentError not_a_concurrency_policy(const std::string& argument, const PolicyRule& rule) {
+    return ArgumentError(ErrorKind::kInvalidArgument, argument,
+                         argument + ": policy \"" + rule.name +
+                             "\" is not a concurrency policy (its quota_unit is not " +
+                             kConcurrentRequests + ")");
+}
+
+void require_policy_kind(const PolicyRule& rule, const ArgumentNames& names, int i) {
+    if (rule.concurrency == names.leases)
         return;
     const std::string argument = names.policy(i);
     if (names.leases)
-        throw ArgumentError(ErrorKind::kInvalidArgument, argument,
-                            argument + ": policy \"" + rule.name +
-                                "\" is not a concurrency policy (its quota_unit is not " +
-                                kConcurrentRequests + ")");
+        throw not_a_concurrency_policy(argument, rule);
     // Counted as a rate, its limit would refill over its period instead of coming back when
     // the work ends: refused, before anything is charged.
     const std::string message = argument + ": policy \"" + rule.name +
@@ -1085,6 +1100,16 @@ void require_policy_kind(const PolicyCatalog& catalog, const PolicyRule& rule,
 }
 
 }  // namespace
+
+const PolicyRule& concurrency_policy(const PolicyCatalog& catalog, std::string_view name) {
+    const PolicyRule* rule = catalog.policy(name);
+    if (rule == nullptr)
+        throw ArgumentError(ErrorKind::kInvalidArgument, "p_policy",
+                            "p_policy: unknown policy \"" + first_characters(name, 64) + "\"");
+    if (!rule->concurrency)
+        throw not_a_concurrency_policy("p_policy", *rule);
+    return *rule;
+}
 
 PolicySubject decide_policy_subject(FunctionCallInfo caller, InFlightLimit* in_flight) {
     // check's six arguments, in check's order: the caller's, less its fourth (its own p_hold
@@ -1116,21 +1141,7 @@ PolicySubject decide_policy_subject(FunctionCallInfo caller, InFlightLimit* in_f
         result.limit = plan.checked[0].limit;
     else if (plan.kind == PolicyPlan::Kind::kCostExceedsLimit)
         result.limit = plan.stop_limit;
-    if (in_flight != nullptr && plan.kind == PolicyPlan::Kind::kDecide) {
-        // check's kDecide with the lease table in place of the engine: one limit, nothing to
-        // undo on a denial (a denied lease holds nothing).
-        const std::vector<Decision> taken{
-            in_flight->take(result.key, result.limit, call.cost, now)};
-        result.answer = answer_decided(call.requests, plan, taken, taken[0].allowed, call.cost);
-        result.answer.checked = taken;
-        apply_answer(fcinfo, schema, call, result.answer, now);
-    } else if (in_flight != nullptr && plan.kind == PolicyPlan::Kind::kCostExceedsLimit) {
-        const Decision look = in_flight->look(result.key, result.limit, now);
-        result.answer = answer_cost_exceeds(call.requests, plan, look, call.cost);
-        apply_answer(fcinfo, schema, call, result.answer, now);
-    } else {
-        result.answer = decide_planned(fcinfo, schema, call, plan, now);
-    }
+    result.answer = decide_planned(fcinfo, schema, call, plan, now, in_flight);
     result.charged = plan.kind == PolicyPlan::Kind::kDecide && result.answer.allowed &&
                      result.answer.outcomes[0] == PolicyOutcome::kAllowed;
     return result;

@@ -9,6 +9,7 @@
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
 #include "pg/key_state_table.hpp"
+#include "pg/policy_call.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/validation.hpp"
 
@@ -220,8 +221,10 @@ void load_policies(const RawRows& rows, PolicyCatalog* out) {
         rule.shadow = DatumGetBool(v[7]);
         rule.hash_key = DatumGetBool(v[8]);
         rule.log_denials = DatumGetBool(v[9]);
-        if (!n[10])
+        if (!n[10]) {
             out->quota_units.emplace(rule.name, text_string(v[10]));
+            rule.concurrency = text_string(v[10]) == kConcurrentRequests;
+        }
         if (calendar.unit != CalendarUnit::kNone)
             out->calendars.emplace(rule.name, calendar);
         if (!n[12]) {

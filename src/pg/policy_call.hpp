@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "pg/key_state_table.hpp"
+#include "pg/policy_cache.hpp"
 #include "pg/postgres.hpp"
 #include "ratelimit/algorithms.hpp"
 #include "ratelimit/engine.hpp"
@@ -32,6 +34,11 @@ class InFlightLimit {
     // The same, taking nothing (a cost the limit could never allow).
     virtual Decision look(const StateKey& key, const Limit& limit, Micros now) = 0;
 };
+
+// The concurrency policy `name` (p_policy), with the errors every policy call gives: 22023 for
+// an unknown policy (quoting 64 characters of the name) and for a policy that is not a
+// concurrency policy.
+const PolicyRule& concurrency_policy(const PolicyCatalog& catalog, std::string_view name);
 
 // What the call decided, and where: the policy's counter key (its name as the key space, the
 // subject, hashed when the policy has hash_key), its engine and the effective limit (after
