@@ -384,9 +384,17 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
         routes.push_back(std::move(route));
     }
 
-    const std::optional<Uuid> user = jwt_caller();
-    if (user)
-        request.user = uuid_text(*user);
+    // The sub as text keys the routes whatever its form; a malformed identity is refused only
+    // if a matching route counts by user (below), so a request no such route matches passes.
+    std::optional<Subject> subject;
+    std::optional<ArgumentError> identity_error;
+    try {
+        subject = jwt_subject();
+    } catch (const ArgumentError& error) {
+        identity_error = error;
+    }
+    if (subject)
+        request.user = subject->text;
     std::optional<ClientAddress> ip;
     const std::string header_name =
         client_ip_header_setting != nullptr ? client_ip_header_setting : "";
@@ -400,6 +408,10 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
     const RouteChecks checks = match_routes(routes, request);
     if (checks.policies.empty())
         return static_cast<Datum>(0);
+    if (identity_error && checks.uses_user)
+        throw *identity_error;
+    // The access list keeps users as uuid: a sub of another form matches no user entry.
+    const std::optional<Uuid> user = subject ? parse_uuid(subject->text) : std::nullopt;
     const HttpAnswer answer = check_http(fcinfo, checks, user, ip);
     if (!answer.allowed)
         raise_too_many_requests(answer);
