@@ -13,6 +13,7 @@
 
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
+#include "pg/denial_queue.hpp"
 #include "pg/guard.hpp"
 #include "pg/result_row.hpp"
 #include "pg/memory_engine.hpp"
@@ -915,9 +916,7 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
     double draw = 0;
     if (size > 0)
         call_postgres([&] { draw = pg_prng_double(&pg_global_prng_state); });
-    // A read-only transaction (a GET through PostgREST, a hot standby) decides on the memory
-    // engine but cannot write the log: the denial is counted as not logged instead.
-    if (size <= 0 || !(draw < denial_log_sample_rate()) || XactReadOnly) {
+    if (size <= 0 || !(draw < denial_log_sample_rate())) {
         count_unlogged_denial(resolved.rule->name);
         return;
     }
@@ -981,6 +980,23 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
                                      : std::string(ip_text);
     }
     const Datum event_data = jsonb_object(data);
+    // The queue (pg/denial_queue.hpp) carries the row to the log whatever becomes of this
+    // transaction; one that can write (not read only) also writes it now, so that its own
+    // commit shows it at once.
+    DenialRecord record;
+    record.policy = rule.name;
+    record.logged_at = now;
+    record.enforced = enforced;
+    record.log_size = size;
+    record.message = message;
+    const char* record_text = nullptr;
+    call_postgres(
+        [&] { record_text = DatumGetCString(DirectFunctionCall1(jsonb_out, event_data)); });
+    record.event_data = record_text;
+    const bool write_here = !XactReadOnly;
+    queue_denial(record, write_here);
+    if (!write_here)
+        return;
     const Datum status = text_datum(enforced ? "blocked" : "shadow");
     const Datum error_message = text_datum(message);
     call_postgres([&] {
