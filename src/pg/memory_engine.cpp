@@ -32,7 +32,8 @@
 // decides as fresh, and a clock that went back is time standing still, as everywhere else.
 // With ratelimit.memory_snapshot_interval set, the worker also writes the file every so many
 // seconds and the file is kept after loading, so a crash loses at most that interval;
-// otherwise the file is deleted once loaded and a crash starts empty.
+// otherwise the file is deleted once loaded and a crash starts empty. Each server has its own
+// store: a file that came with a base backup (a new standby, a restore) is not loaded.
 #include "pg/memory_engine.hpp"
 
 #include <algorithm>
@@ -184,6 +185,16 @@ bool read_saved(FILE* file, SavedSlot& saved, pg_crc32c* crc) {
 // snapshot, and it is used only while snapshots are on: one left from when they were on must
 // not bring back old counts.
 void load_state_file() {
+    // A data directory made from a base backup starts with backup_label (its startup process
+    // renames it only later): a file beside it was copied from the server backed up, whose store
+    // it is, and would bring back counts that server may have reset since.
+    if (access("backup_label", F_OK) == 0) {
+        if (unlink(kStateFile) == 0)
+            ereport(LOG, (errmsg("ratelimit: \"%s\" came with a base backup and is another "
+                                 "server's: the memory engine starts empty",
+                                 kStateFile)));
+        return;
+    }
     if (snapshot_interval_setting == 0 && !stopped_cleanly()) {
         if (unlink(kStateFile) == 0)
             ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly and snapshots are "
