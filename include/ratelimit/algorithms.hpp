@@ -123,9 +123,15 @@ void require_calendar_algorithm(Algorithm algorithm);
 Limit make_limit(Algorithm algorithm, std::int64_t limit, Micros period,
                  std::optional<std::int64_t> burst);
 
-// Throws ArgumentError (p_cost) unless 0 <= cost and a call of `cost` could ever be allowed
-// (cost <= N, or <= B for the bucket algorithms).
-void require_valid_cost(const Limit& limit, std::int64_t cost);
+// Whether a call of `cost` could ever be allowed: cost <= N, or <= B for the bucket algorithms.
+// A consume or peek of a cost that could not is denied for good (Decision::never), as the peers
+// (redis-cell, Gubernator, Upstash, rate-limiter-flexible) and the policy calls answer it.
+bool cost_could_be_allowed(const Limit& limit, std::int64_t cost) noexcept;
+
+// The most one call can take: B for the bucket algorithms, N otherwise; and the argument that
+// sets it ("p_burst" or "p_limit").
+std::int64_t allowance(const Limit& limit) noexcept;
+const char* allowance_argument(const Limit& limit) noexcept;
 
 // Throws ArgumentError (clock) unless 0 <= now <= kMaxInstant.
 void require_valid_instant(Micros now);
@@ -202,6 +208,9 @@ struct Decision {
     Micros reset_after = 0;      // the wait until the key is back to its full allowance
     bool state_changed = false;  // the call wrote the key's state: the engine must store it
     bool blocked = false;        // denied because the key is blocked (now < blocked_until)
+    // Denied for good: the cost is more than the key could ever allow (N, or B for the bucket
+    // algorithms), so there is no time to wait for (retry_after is 0 and means nothing).
+    bool never = false;
 };
 
 // What a caller can do to a key under a limit. A denied consume changes nothing (a delayed one

@@ -660,14 +660,16 @@ Limit make_limit(Algorithm algorithm, std::int64_t limit, Micros period,
     return checked;
 }
 
-void require_valid_cost(const Limit& limit, std::int64_t cost) {
-    if (cost < 0)
-        throw ArgumentError::invalid("p_cost", "must not be negative");
-    const std::int64_t most = is_bucket(limit.algorithm) ? limit.burst : limit.limit;
-    if (cost > most)
-        throw ArgumentError::invalid(
-            "p_cost", "exceeds " + std::string(is_bucket(limit.algorithm) ? "p_burst" : "p_limit") +
-                          " (" + std::to_string(most) + "), so it could never be allowed");
+std::int64_t allowance(const Limit& limit) noexcept {
+    return is_bucket(limit.algorithm) ? limit.burst : limit.limit;
+}
+
+const char* allowance_argument(const Limit& limit) noexcept {
+    return is_bucket(limit.algorithm) ? "p_burst" : "p_limit";
+}
+
+bool cost_could_be_allowed(const Limit& limit, std::int64_t cost) noexcept {
+    return cost <= allowance(limit);
 }
 
 void require_valid_instant(Micros now) {
@@ -676,6 +678,17 @@ void require_valid_instant(Micros now) {
 }
 
 Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t cost, Action action) {
+    if ((action == Action::kConsume || action == Action::kPeek) &&
+        !cost_could_be_allowed(limit, cost)) {
+        // Denied for good, nothing charged or delayed: what a key stands at, and no wait.
+        KeyState unchanged = state;
+        Decision denied = decide(without_delay(limit), unchanged, now, 0, Action::kPeek);
+        denied.allowed = false;
+        denied.retry_after = 0;
+        denied.never = true;
+        denied.state_changed = false;
+        return denied;
+    }
     const bool fresh = state.algorithm != limit.algorithm;
     const bool arrival = !fresh && arrival_time_state(state);
     // The algorithms edit the state only when they write, so they work on the caller's state

@@ -1,4 +1,5 @@
 #include "ratelimit/algorithms.hpp"
+#include "ratelimit/validation.hpp"
 
 #include <gtest/gtest.h>
 
@@ -727,23 +728,43 @@ TEST(AlgorithmArguments, LimitsOutOfRangeNameTheirArgument) {
     }
 }
 
-TEST(AlgorithmArguments, CostsThatCouldNeverBeAllowedNameTheCost) {
+// A negative cost is an error; a cost above what the key could ever allow (N, or B for the
+// bucket algorithms) is a denial for good: nothing charged, no wait, the key as a peek sees it.
+TEST(AlgorithmArguments, CostsThatCouldNeverBeAllowedAreDeniedForGood) {
     for (Algorithm algorithm : kAlgorithms) {
         SCOPED_TRACE(algorithm_name(algorithm));
         Limit limit = limit_of(algorithm, 4, 1000);
-        expect_argument_error([&] { require_valid_cost(limit, -1); }, "p_cost");
-        expect_argument_error([&] { require_valid_cost(limit, 5); }, "p_cost");
-        EXPECT_NO_THROW(require_valid_cost(limit, 0));
-        EXPECT_NO_THROW(require_valid_cost(limit, 4));
+        expect_argument_error([&] { require_non_negative_cost("p_cost", -1); }, "p_cost");
+        EXPECT_TRUE(cost_could_be_allowed(limit, 0));
+        EXPECT_TRUE(cost_could_be_allowed(limit, 4));
+        EXPECT_FALSE(cost_could_be_allowed(limit, 5));
+        KeyState state;
+        ASSERT_TRUE(decide(limit, state, kT0, 1, Action::kConsume).allowed);
+        const KeyState before = state;
+        for (Action action : {Action::kConsume, Action::kPeek}) {
+            const Decision d = decide(limit, state, kT0, 5, action);
+            EXPECT_FALSE(d.allowed);
+            EXPECT_TRUE(d.never);
+            EXPECT_EQ(d.retry_after, 0);
+            EXPECT_EQ(d.remaining, 3);
+            EXPECT_EQ(d.limit, 4);
+            EXPECT_FALSE(d.state_changed);
+            EXPECT_EQ(state, before) << "nothing charged";
+        }
+        EXPECT_FALSE(decide(limit, state, kT0, 4, Action::kPeek).never);
     }
     for (Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
-        // Against the burst, not the rate.
+        // Against the burst, not the rate; never delayed either.
         Limit deep = limit_of(algorithm, 2, 1000, 10);
-        EXPECT_NO_THROW(require_valid_cost(deep, 10));
-        expect_argument_error([&] { require_valid_cost(deep, 11); }, "p_cost");
+        EXPECT_TRUE(cost_could_be_allowed(deep, 10));
+        EXPECT_FALSE(cost_could_be_allowed(deep, 11));
         Limit shallow = limit_of(algorithm, 10, 1000, 2);
-        EXPECT_NO_THROW(require_valid_cost(shallow, 2));
-        expect_argument_error([&] { require_valid_cost(shallow, 3); }, "p_cost");
+        shallow.max_delay = 1000000;
+        EXPECT_TRUE(cost_could_be_allowed(shallow, 2));
+        KeyState state;
+        const Decision d = decide(shallow, state, kT0, 3, Action::kConsume);
+        EXPECT_TRUE(d.never && !d.allowed);
+        EXPECT_EQ(state, KeyState{}) << "not delayed, not charged";
     }
 }
 
