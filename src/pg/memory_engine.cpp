@@ -42,6 +42,7 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "pg/clock.hpp"
@@ -292,17 +293,22 @@ void start_shared_memory() {
     }
 }
 
-[[noreturn]] void not_available() {
-    call_postgres([] {
+// `what` names what chose the memory engine, as the caller wrote it.
+[[noreturn]] void not_available(const std::string& what = "p_engine \"memory\"",
+                                const std::string& instead =
+                                    "use p_engine => 'table' or "
+                                    "'unlogged'") {
+    call_postgres([&] {
         ereport(ERROR,
                 (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("p_engine \"memory\" is not available: ratelimit is not in "
-                        "shared_preload_libraries"),
+                 errmsg("%s is not available: ratelimit is not in shared_preload_libraries",
+                        what.c_str()),
                  errdetail("The memory engine keeps its counters in shared memory, which only a "
                            "library loaded at server start can set up."),
                  errhint("Add ratelimit to shared_preload_libraries in postgresql.conf (for "
                          "example shared_preload_libraries = 'ratelimit') and restart the "
-                         "server, or use p_engine => 'table' or 'unlogged'.")));
+                         "server, or %s.",
+                         instead.c_str())));
     });
     throw std::logic_error("unreachable");
 }
@@ -473,6 +479,15 @@ void install_memory_engine() {
     previous_shmem_startup_hook = shmem_startup_hook;
     shmem_startup_hook = start_shared_memory;
     register_memory_worker();
+}
+
+bool memory_engine_available() {
+    return shared != nullptr;
+}
+
+void require_memory_engine(const std::string& what, const std::string& instead) {
+    if (shared == nullptr)
+        not_available(what, instead);
 }
 
 MemoryKey memory_key(const StateKey& state_key) {

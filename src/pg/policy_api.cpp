@@ -232,9 +232,7 @@ PolicyCall read_policy_call(FunctionCallInfo fcinfo, const ArgumentNames& names,
         throw ArgumentError::invalid(names.keys, "must have as many elements as " + names.policies +
                                                      " (" + std::to_string(count) + ", got " +
                                                      std::to_string(keys.values.size()) + ")");
-    if (call.cost < 0)
-        throw ArgumentError::invalid("p_cost",
-                                     "must be at least 0 (got " + std::to_string(call.cost) + ")");
+    require_non_negative_cost("p_cost", call.cost);
     if (!PG_ARGISNULL(3)) {
         const std::string_view tier = name_argument(fcinfo, 3, "p_tier");
         call.tier = catalog.tier(tier);
@@ -302,8 +300,12 @@ PolicyPlan plan_call(const PolicyCall& call, Micros now) {
     try {
         plan = plan_policies(call.requests, call.tier, call.cost, now);
         for (const PolicyPlan::Checked& checked : plan.checked) {
-            if (call.requests[checked.request].rule->engine == Engine::kMemory)
+            const PolicyRule& rule = *call.requests[checked.request].rule;
+            if (rule.engine == Engine::kMemory) {
+                require_memory_engine("policy \"" + rule.name + "\" (engine memory)",
+                                      "move the policy to engine table or unlogged");
                 require_memory_limit(checked.limit);
+            }
         }
     } catch (const ArgumentError& error) {
         const std::string where = call.tier != nullptr ? "p_tier" : call.names.policies;
@@ -925,8 +927,8 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
     bool bypass = false;
     const std::int64_t limit =
         effective_limit(rule, call.requests[request].key_override, call.tier, now, &bypass).limit;
-    const std::string message = "Rate limit exceeded: " + std::to_string(limit) + " requests per " +
-                                describe_period_ms((rule.period + 500) / 1000);
+    const std::string message =
+        "Rate limit exceeded: " + describe_limit(limit, (rule.period + 500) / 1000);
     std::vector<JsonMember> data(8);
     data[0].name = "identifier";
     data[0].kind = JsonMember::Kind::kString;

@@ -341,8 +341,8 @@ void add_response_headers(const std::vector<std::pair<std::string, std::string>>
     const std::int64_t seconds = (answer.retry_after_ms + 999) / 1000;
     std::string details = "Rate limit exceeded";
     if (!answer.policy.empty() && answer.limit > 0 && answer.period_ms > 0) {
-        details = "Policy " + answer.policy + " allows " + std::to_string(answer.limit) +
-                  " requests per " + describe_period_ms(answer.period_ms) + ".";
+        details = "Policy " + answer.policy + " allows " +
+                  describe_limit(answer.limit, answer.period_ms) + ".";
     }
     const std::string message =
         "{\"code\": \"RATE_LIMITED\", \"message\": \"Too many requests\", \"details\": " +

@@ -378,6 +378,17 @@ error="$(psql -X -A -t -q -c "SELECT * FROM ratelimit.memory_stats" 2>&1 || true
 ok "$(grep -q 'shared_preload_libraries' <<<"$error"; echo $?)" "so are its stats"
 is "$(sql "SELECT allowed FROM ratelimit.consume('k', 1, '1 hour')")" "t" \
     "the table engine works without preloading"
+# Each way to choose the memory engine names itself in the error.
+warning="$(psql -X -A -t -q -c "INSERT INTO ratelimit.policies (name, \"limit\", period, engine) VALUES ('mem.policy', 5, '1 minute', 'memory')" 2>&1 || true)"
+ok "$(grep -q 'WARNING:  p_engine "memory" is not available on this server' <<<"$warning"; echo $?)" \
+    "a memory policy written here is kept, with a WARNING that its calls will fail"
+error="$(psql -X -A -t -q -c "SELECT ratelimit.check('mem.policy', 'k')" 2>&1 || true)"
+ok "$(grep -q 'ERROR:  policy "mem.policy" (engine memory) is not available: ratelimit is not in shared_preload_libraries' <<<"$error"; echo $?)" \
+    "a call of it names the policy, not p_engine"
+error="$(psql -X -A -t -q -c "SET ratelimit.dropin_engine = memory" \
+    -c "SELECT * FROM check_rate_limit(p_key => 'k', p_limit => 5, p_window_seconds => 60)" 2>&1 || true)"
+ok "$(grep -q 'ERROR:  ratelimit.dropin_engine = memory is not available' <<<"$error"; echo $?)" \
+    "a drop-in on the memory engine names ratelimit.dropin_engine"
 cluster_stop
 
 echo "1..$checks"
