@@ -63,6 +63,9 @@ BEGIN
         JOIN pg_catalog.pg_type t ON m.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
                                  AND t.oid = m.objid
         JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+        -- From 17 a table's array type is a member too; an array type's privileges are its
+        -- element type's (GRANT refuses it), so only the element types are listed.
+        WHERE t.typsubscript <> 'pg_catalog.array_subscript_handler'::pg_catalog.regproc
         UNION ALL
         SELECT 'SCHEMA', pg_catalog.quote_ident(n.nspname), n.nspowner,
                ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(n.nspacl) a)

@@ -46,6 +46,8 @@ LANGUAGE sql AS $$
     SELECT m.object || ' USAGE'
     FROM members m
     WHERE m.classid = 'pg_type'::regclass AND has_type_privilege(role_name, m.objid, 'USAGE')
+      -- From PostgreSQL 17 the array types are members too; theirs are their element's rights.
+      AND (SELECT t.typsubscript FROM pg_type t WHERE t.oid = m.objid) <> 'array_subscript_handler'::regproc
     UNION ALL
     SELECT m.object || ' ' || k.privilege
     FROM members m
