@@ -169,3 +169,15 @@ fuzz-run: test/fuzz/decision_fuzzer
 .PHONY: format-check
 format-check:
 	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp test/fuzz/*.cpp)
+
+# The source archive for PGXN and for packagers: what git holds at HEAD (uncommitted changes are
+# not in it), as dist/ratelimit-<version>.zip. META.json (PGXN) and debian/changelog must name
+# the version of ratelimit.control.
+.PHONY: dist
+dist:
+	@test "$$(grep -c '"version": "$(EXTVERSION)"' META.json)" = 3 || \
+		{ echo "META.json does not say version $(EXTVERSION) (top level, ratelimit, ratelimit_router)" >&2; exit 1; }
+	@head -1 debian/changelog | grep -qF "ratelimit ($(EXTVERSION)-" || \
+		{ echo "debian/changelog does not start at $(EXTVERSION)" >&2; exit 1; }
+	mkdir -p dist
+	git archive --format=zip --prefix=ratelimit-$(EXTVERSION)/ -o dist/ratelimit-$(EXTVERSION).zip HEAD
