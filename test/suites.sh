@@ -47,7 +47,7 @@ if [ "$build_only" = true ]; then
     echo "suites: 0 passed, 0 failed"
     exit 0
 fi
-make -s test/unit/core_unit_tests test/concurrency/concurrency_tests
+make -s -j2 test/unit/core_unit_tests test/concurrency/concurrency_tests
 
 source scripts/cluster.sh
 # pg_cron runs its jobs in background workers in the postgres database (test/cron/). The
