@@ -131,24 +131,37 @@ build/ratelimit_router--$(ROUTER_VERSION).sql: $(ROUTER_SOURCES) ratelimit_route
 	{ printf '%s\n' '\echo Use "CREATE EXTENSION ratelimit_router" to load this file. \quit'; \
 	  for source in $(ROUTER_SOURCES); do echo; cat "$$source"; done; } > $@
 
-# Core unit tests (GoogleTest). The core builds without any PostgreSQL header.
+# Core unit tests (GoogleTest). The core builds without any PostgreSQL header. The test
+# programs are compiled one source at a time into build/ (make -j2 compiles two at once); each
+# object depends on every header it may include, coarse but never stale.
 UNIT_CXXFLAGS = -std=c++17 $(WARNINGS) -O1 -g -Iinclude
 CORE_SOURCES = $(CORE_OBJS:.o=.cpp)
 UNIT_SOURCES = $(wildcard test/unit/*.cpp)
+UNIT_OBJECTS = $(patsubst %.cpp,build/unit/%.o,$(UNIT_SOURCES) $(CORE_SOURCES))
 
-test/unit/core_unit_tests: $(UNIT_SOURCES) $(CORE_SOURCES) $(wildcard include/ratelimit/*.hpp)
-	$(CXX) $(UNIT_CXXFLAGS) -o $@ $(UNIT_SOURCES) $(CORE_SOURCES) -lgtest -lgtest_main -pthread
+build/unit/%.o: %.cpp $(wildcard include/ratelimit/*.hpp test/unit/*.hpp)
+	@mkdir -p $(dir $@)
+	$(CXX) $(UNIT_CXXFLAGS) -c -o $@ $<
+
+test/unit/core_unit_tests: $(UNIT_OBJECTS)
+	$(CXX) $(UNIT_CXXFLAGS) -o $@ $(UNIT_OBJECTS) -lgtest -lgtest_main -pthread
 
 .PHONY: unit
 unit: test/unit/core_unit_tests
 	test/unit/core_unit_tests
 
 # Concurrency tests: many real libpq connections against a running server (PG* environment).
+CONCURRENCY_CXXFLAGS = -std=c++17 $(WARNINGS) -O1 -g -I$(shell $(PG_CONFIG) --includedir)
 CONCURRENCY_SOURCES = $(wildcard test/concurrency/*.cpp)
+CONCURRENCY_OBJECTS = $(patsubst %.cpp,build/%.o,$(CONCURRENCY_SOURCES))
 
-test/concurrency/concurrency_tests: $(CONCURRENCY_SOURCES) $(wildcard test/concurrency/*.hpp)
-	$(CXX) -std=c++17 $(WARNINGS) -O1 -g -I$(shell $(PG_CONFIG) --includedir) -o $@ \
-		$(CONCURRENCY_SOURCES) -L$(shell $(PG_CONFIG) --libdir) -lpq -lgtest -lgtest_main -pthread
+build/test/concurrency/%.o: test/concurrency/%.cpp $(wildcard test/concurrency/*.hpp)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CONCURRENCY_CXXFLAGS) -c -o $@ $<
+
+test/concurrency/concurrency_tests: $(CONCURRENCY_OBJECTS)
+	$(CXX) $(CONCURRENCY_CXXFLAGS) -o $@ $(CONCURRENCY_OBJECTS) \
+		-L$(shell $(PG_CONFIG) --libdir) -lpq -lgtest -lgtest_main -pthread
 
 # Fuzzing the core's decisions (libFuzzer, clang, no PostgreSQL): `make fuzz` builds
 # test/fuzz/decision_fuzzer; `make fuzz-run` runs it for FUZZ_SECONDS from the committed seed
@@ -174,3 +187,15 @@ fuzz-run: test/fuzz/decision_fuzzer
 .PHONY: format-check
 format-check:
 	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp test/fuzz/*.cpp)
+
+# The source archive for PGXN and for packagers: what git holds at HEAD (uncommitted changes are
+# not in it), as dist/ratelimit-<version>.zip. META.json (PGXN) and debian/changelog must name
+# the version of ratelimit.control.
+.PHONY: dist
+dist:
+	@test "$$(grep -c '"version": "$(EXTVERSION)"' META.json)" = 3 || \
+		{ echo "META.json does not say version $(EXTVERSION) (top level, ratelimit, ratelimit_router)" >&2; exit 1; }
+	@head -1 debian/changelog | grep -qF "ratelimit ($(EXTVERSION)-" || \
+		{ echo "debian/changelog does not start at $(EXTVERSION)" >&2; exit 1; }
+	mkdir -p dist
+	git archive --format=zip --prefix=ratelimit-$(EXTVERSION)/ -o dist/ratelimit-$(EXTVERSION).zip HEAD

@@ -30,6 +30,7 @@
 #   FLOOD_ENGINES           engines to flood (default "memory table unlogged")
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/major.sh
 source scripts/cluster.sh
 
 started_at="$(date +%s)"

@@ -19,6 +19,8 @@
 # BENCH_SHARED_CLUSTER (the server is already up, PGHOST/PGPORT point at it) and BENCH_COMMAND
 # (for the results file).
 
+# PG_MAJOR=17 or 18 runs the benchmark in that major's Debian root (bench/major.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/major.sh"
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/cluster.sh"
 
 declare -A tps      # case name -> measured TPS

@@ -14,6 +14,7 @@
 # Every pgbench output is kept in bench/results/router/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/major.sh
 source scripts/cluster.sh
 source test/router/clusters.sh
 

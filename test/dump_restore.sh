@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 source scripts/cluster.sh
 source scripts/tap.sh
 
-BINDIR=/usr/lib/postgresql/15/bin
+BINDIR="$CLUSTER_BINDIR"
 cluster_start "shared_preload_libraries = 'ratelimit'"
 
 sql() {

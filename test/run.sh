@@ -1,122 +1,216 @@
 #!/usr/bin/env bash
-# Runs every test suite: formatting, core unit tests, pg_regress, pgTAP (pg_prove), the edge
-# helper's Node tests, the concurrency tests, the pg_cron cleanup jobs, the memory engine's
-# restarts, and the reliability suite (faults, pgbouncer), against throwaway clusters that are
-# stopped at the end, also when a suite fails. RELIABILITY_LONG=1 runs the longer variants.
-# This is the README's test command and what CI runs. Run as root from the repository root
-# (it installs missing packages and the built extension).
+# The README's test command, and what CI runs: every test suite on each PostgreSQL major the
+# extension is built for, then one summary line per major and one overall line; exits non-zero
+# if any suite failed. Run as root from anywhere.
 #
-# With arguments, only the suites named run (CONTRIBUTING.md lists them), for example
-#   bash test/run.sh pgtap concurrency
+#   - 15 runs here, on Debian 12 (test/suites.sh);
+#   - 17 and 18 run inside their Debian roots, trixie and forky (scripts/debian-root.sh makes
+#     them the first time, about 5 minutes each, and reuses them after): this working tree is
+#     copied into the root and built there, so objects of different majors never meet;
+#   - on 17 and 18, `cross-major` also restores a `pg_dump -Fc` of a 15 database into that
+#     major (test/cross_major.sh).
+#
+#   bash test/run.sh                          every suite on 15, 17 and 18
+#   bash test/run.sh --pg 17                  on 17 only (also: PG_MAJOR=17 bash test/run.sh)
+#   bash test/run.sh --pg 17 --pg 18 pgtap    the suites named, on the majors named
+#   bash test/run.sh package                  the .deb packages (scripts/package.sh): built,
+#                                             installed and tested in each major's root
+#   bash test/run.sh --in-roots               15 in a Debian 12 root too, leaving this
+#                                             system's PostgreSQL untouched
+#
+# The suites are test/suites.sh's (CONTRIBUTING.md lists them), `cross-major` and `package`.
+# `package` runs only when named: it rebuilds the extension the Debian way and runs the suites
+# again against the installed package, which the time a whole run may take has no room for.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/versions.sh
 
-suite_names=(format unit regress pgtap node concurrency cron metrics postgrest router lifecycle faults pgbouncer dump-restore docs fuzz)
-for wanted in "$@"; do
-    if ! printf '%s\n' "${suite_names[@]}" | grep -qxF -- "$wanted"; then
-        echo "test/run.sh: unknown suite \"$wanted\" (the suites: ${suite_names[*]})" >&2
+majors=()
+in_roots=false
+requested=()
+while [ "$#" -gt 0 ]; do
+    case "$1" in
+    --pg)
+        [ "$#" -ge 2 ] || { echo "test/run.sh: --pg needs a major" >&2; exit 2; }
+        majors+=("$2")
+        shift 2
+        ;;
+    --pg=*)
+        majors+=("${1#--pg=}")
+        shift
+        ;;
+    --in-roots)
+        in_roots=true
+        shift
+        ;;
+    *)
+        requested+=("$1")
+        shift
+        ;;
+    esac
+done
+if [ "${#majors[@]}" -eq 0 ] && [ -n "${PG_MAJOR:-}" ]; then
+    read -r -a majors <<<"${PG_MAJOR//,/ }"
+fi
+if [ "${#majors[@]}" -eq 0 ]; then
+    majors=("${supported_majors[@]}")
+fi
+for major in "${majors[@]}"; do
+    codename_of_major "$major" >/dev/null || exit 2
+done
+# In the order supported_majors lists them, each once: 15 first, the source of cross-major.
+mapfile -t majors < <(for major in "${supported_majors[@]}"; do
+    printf '%s\n' "${majors[@]}" | grep -qxF "$major" && echo "$major"
+done)
+
+native="$(native_major)"
+if [ -f /.ratelimit-root ]; then
+    echo "test/run.sh: this is a root already; run test/suites.sh here" >&2
+    exit 2
+fi
+
+# The suites test/suites.sh knows, and the ones run from here.
+mapfile -t local_suites < <(sed -n 's/^suite_names=(\(.*\))$/\1/p' test/suites.sh | tr ' ' '\n')
+for wanted in "${requested[@]}"; do
+    if ! printf '%s\n' "${local_suites[@]}" cross-major package | grep -qxF -- "$wanted"; then
+        echo "test/run.sh: unknown suite \"$wanted\" (the suites: ${local_suites[*]} cross-major package)" >&2
         exit 2
     fi
 done
-
-scripts/install-deps.sh
-make -s -j2
-make -s install >/dev/null
-make -s test/unit/core_unit_tests test/concurrency/concurrency_tests
-
-source scripts/cluster.sh
-# pg_cron runs its jobs in background workers in the postgres database (test/cron/). The
-# memory engine needs the library preloaded; its store holds 100,000 keys, the size the
-# eviction test fills ten times over.
-cluster_start "shared_preload_libraries = 'pg_cron,ratelimit'" "cron.database_name = 'postgres'" \
-    "cron.use_background_workers = on" "max_worker_processes = 16" "fsync = off" \
-    "ratelimit.memory_capacity = 100000"
-
-passed=0
-failed=0
-failed_names=()
-# run_suite SHORT-NAME TITLE COMMAND...: runs it when no suite was named or it was.
-requested=("$@")
-run_suite() {
-    local short="$1"
-    local name="$2"
-    shift 2
-    if [ "${#requested[@]}" -gt 0 ] && ! printf '%s\n' "${requested[@]}" | grep -qxF -- "$short"; then
-        return 0
-    fi
-    echo
-    echo "=== $name"
-    if "$@"; then
-        passed=$((passed + 1))
+is_wanted() {
+    if [ "${#requested[@]}" -eq 0 ]; then
+        [ "$1" != package ]
     else
-        failed=$((failed + 1))
-        failed_names+=("$name")
+        printf '%s\n' "${requested[@]}" | grep -qxF -- "$1"
+    fi
+}
+suite_arguments=()
+if [ "${#requested[@]}" -gt 0 ]; then
+    for wanted in "${requested[@]}"; do
+        if printf '%s\n' "${local_suites[@]}" | grep -qxF -- "$wanted"; then
+            suite_arguments+=("$wanted")
+        fi
+    done
+    # Only cross-major or package named: the majors are built and installed, no suite run.
+    if [ "${#suite_arguments[@]}" -eq 0 ]; then
+        suite_arguments=(--build-only)
+    fi
+fi
+
+# Whether MAJOR runs on this system rather than in a root.
+runs_here() {
+    [ "$1" = "$native" ] && [ "$in_roots" = false ]
+}
+
+# on_major MAJOR COMMAND...: COMMAND in this working tree, here or in MAJOR's root (copied there
+# first).
+on_major() {
+    local major="$1"
+    shift
+    if runs_here "$major"; then
+        "$@"
+    else
+        scripts/debian-root.sh sync "$major" && scripts/debian-root.sh run "$major" "$@"
     fi
 }
 
-regress() {
-    # pg_regress writes results/ and regression.diffs here; show the diffs on failure.
-    if make -s installcheck; then
+logs="$(mktemp -d /tmp/ratelimit-run.XXXXXX)"
+declare -A passed failed skipped failed_at seconds
+started_all=$SECONDS
+
+# run_suites MAJOR COMMAND...: runs test/suites.sh (COMMAND), its output shown and kept in a
+# log, and adds its "suites: N passed, N failed[, N skipped]" line to the major's counts; a run
+# that ended without that line counts as one failed suite.
+run_suites() {
+    local major="$1"
+    shift
+    local log="$logs/$major-suites.log" line
+    "$@" 2>&1 | tee "$log" || true
+    line="$(grep -E '^suites: [0-9]+ passed, [0-9]+ failed' "$log" | tail -1 || true)"
+    if [ -z "$line" ]; then
+        failed[$major]=$((failed[$major] + 1))
+        failed_at[$major]+=" test/suites.sh (ended early)"
         return 0
     fi
-    cat regression.diffs 2>/dev/null || true
-    return 1
+    passed[$major]=$((passed[$major] + $(sed -E 's/^suites: ([0-9]+) passed.*/\1/' <<<"$line")))
+    failed[$major]=$((failed[$major] + $(sed -E 's/^suites: [0-9]+ passed, ([0-9]+) failed.*/\1/' <<<"$line")))
+    skipped[$major]=$((skipped[$major] + $(sed -nE 's/.* ([0-9]+) skipped.*/\1/p' <<<"$line" | grep . || echo 0)))
+    if grep -q '^failed suites: ' "$log"; then
+        failed_at[$major]+=" $(sed -n 's/^failed suites: //p' "$log" | tail -1)"
+    fi
 }
 
-pgtap() {
-    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE ratelimit_pgtap" >/dev/null
+# run_one MAJOR NAME COMMAND...: one suite run from here, counted by its exit status.
+run_one() {
+    local major="$1" name="$2"
+    shift 2
     local status=0
-    PGDATABASE=ratelimit_pgtap pg_prove --ext .sql test/pgtap/ || status=$?
-    psql -X -q -c "DROP DATABASE ratelimit_pgtap" >/dev/null
-    return $status
+    "$@" 2>&1 | tee "$logs/$major-$name.log" || status=$?
+    if [ "$status" -eq 0 ]; then
+        passed[$major]=$((passed[$major] + 1))
+        echo "--- $name: passed"
+    else
+        failed[$major]=$((failed[$major] + 1))
+        failed_at[$major]+=" $name"
+        echo "--- $name: FAILED"
+    fi
 }
 
-cron() {
-    PGDATABASE=postgres pg_prove --ext .sql test/cron/
-}
+# cross-major dumps on 15: with 15 not among the majors run, it is built and installed first.
+if ! printf '%s\n' "${majors[@]}" | grep -qx 15 && is_wanted cross-major &&
+    printf '%s\n' "${majors[@]}" | grep -qvx 15; then
+    echo
+    echo "##### PostgreSQL 15, for cross-major: build and install only"
+    on_major 15 bash test/suites.sh --build-only || true
+fi
 
-concurrency() {
-    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE ratelimit_concurrency" >/dev/null
-    local status=0
-    PGDATABASE=ratelimit_concurrency test/concurrency/concurrency_tests || status=$?
-    psql -X -q -c "DROP DATABASE ratelimit_concurrency" >/dev/null
-    return $status
-}
+for major in "${majors[@]}"; do
+    started=$SECONDS
+    where="here"
+    runs_here "$major" || where="in the $(codename_of_major "$major") root"
+    echo
+    echo "##### PostgreSQL $major ($where)"
+    passed[$major]=0 failed[$major]=0 skipped[$major]=0 failed_at[$major]=""
+    # Only package named: it builds and tests on its own.
+    if [ "${suite_arguments[*]}" != --build-only ] || { [ "$major" != 15 ] && is_wanted cross-major; }; then
+        run_suites "$major" on_major "$major" bash test/suites.sh "${suite_arguments[@]}"
+    fi
+    if [ "$major" != 15 ] && is_wanted cross-major; then
+        echo
+        echo "##### PostgreSQL 15 -> $major: pg_dump -Fc on 15, pg_restore on $major"
+        cross_arguments=()
+        [ "$in_roots" = false ] || cross_arguments=(--in-roots)
+        run_one "$major" cross-major bash test/cross_major.sh "${cross_arguments[@]}" "$major"
+    fi
+    if is_wanted package; then
+        echo
+        echo "##### PostgreSQL $major: the Debian package"
+        run_one "$major" package bash scripts/package.sh "$major"
+    fi
+    seconds[$major]=$((SECONDS - started))
+done
 
-run_suite format "formatting (clang-format)" make -s format-check
-run_suite unit "core unit tests (GoogleTest)" test/unit/core_unit_tests
-run_suite regress "pg_regress" regress
-run_suite pgtap "pgTAP (pg_prove)" pgtap
-run_suite node "TypeScript edge helper (Node, pg)" bash test/node/run.sh
-run_suite concurrency "concurrency (libpq, real connections)" concurrency
-run_suite cron "pg_cron cleanup jobs (pg_prove)" cron
-# ratelimit.metrics() and the exporter's queries, scraped by the real prometheus-postgres-exporter;
-# then the policy counters running out, on a cluster of their own.
-metrics() {
-    bash test/metrics/exporter.sh && bash test/metrics/policy_counters.sh
+duration() {
+    printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
 }
-run_suite metrics "metrics (promtool, prometheus-postgres-exporter; own cluster)" metrics
-# ratelimit.pre_request() in PostgREST's transactions, on a primary and a hot standby of its own.
-run_suite postgrest "PostgREST pre-request hook (own primary and hot standby)" bash test/postgrest/pre_request.sh
-# ratelimit_router: a router and two shards (PL/Proxy), and a server to compare with.
-run_suite router "router: keys sharded with PL/Proxy (own router and shards)" bash test/router/run.sh
-# Restarts, crashes and a server without the library preloaded need clusters of their own.
-run_suite lifecycle "memory engine lifecycle (own clusters)" bash test/memory/lifecycle.sh
-# Reliability: faults under load (terminated and killed backends, immediate stops, timeouts, a
-# full disk) and exactness through pgbouncer in transaction pooling, on clusters of their own.
-run_suite faults "reliability: faults under load (own cluster)" bash test/reliability/faults.sh
-run_suite pgbouncer "reliability: pgbouncer transaction pooling (own cluster)" bash test/reliability/pgbouncer.sh
-# pg_dump and pg_restore of a database using the extension, into a fresh one.
-run_suite dump-restore "dump and restore (own cluster)" bash test/dump_restore.sh
-# Every SQL example of README.md and docs/ run and its output compared; docs/reference.md
-# checked against the catalog.
-run_suite docs "documentation examples and reference (own clusters)" bash test/docs/run.sh
-# The core's decision functions under libFuzzer for FUZZ_SECONDS (60 by default; longer on demand).
-run_suite fuzz "fuzzing the core (libFuzzer, ASan, UBSan)" bash test/fuzz/run.sh
 
 echo
-if [ "$failed" -gt 0 ]; then
-    echo "failed suites: ${failed_names[*]}"
-fi
-echo "suites: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+echo "##### summary (logs in $logs)"
+total_passed=0
+total_failed=0
+total_skipped=0
+for major in "${majors[@]}"; do
+    line="PostgreSQL $major: ${passed[$major]} passed, ${failed[$major]} failed"
+    [ "${skipped[$major]}" -eq 0 ] || line+=", ${skipped[$major]} skipped"
+    line+=" in $(duration "${seconds[$major]}")"
+    [ "${failed[$major]}" -eq 0 ] || line+=" (failed:${failed_at[$major]})"
+    echo "$line"
+    total_passed=$((total_passed + passed[$major]))
+    total_failed=$((total_failed + failed[$major]))
+    total_skipped=$((total_skipped + skipped[$major]))
+done
+line="overall: $total_passed passed, $total_failed failed"
+[ "$total_skipped" -eq 0 ] || line+=", $total_skipped skipped"
+line+=" on PostgreSQL ${majors[*]} in $(duration $((SECONDS - started_all)))"
+echo "$line"
+[ "$total_failed" -eq 0 ]

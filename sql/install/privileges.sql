@@ -63,6 +63,11 @@ BEGIN
         JOIN pg_catalog.pg_type t ON m.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
                                  AND t.oid = m.objid
         JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+        -- From 17 the row types of the tables and all array types are members too. A row type
+        -- goes with its table and an array type's privileges are its element type's (GRANT
+        -- refuses it): the types CREATE TYPE made are listed, as on 15.
+        WHERE t.typsubscript <> 'pg_catalog.array_subscript_handler'::pg_catalog.regproc
+          AND NOT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = t.typrelid AND c.relkind <> 'c')
         UNION ALL
         SELECT 'SCHEMA', pg_catalog.quote_ident(n.nspname), n.nspowner,
                ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(n.nspacl) a)

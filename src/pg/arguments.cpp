@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "pg/compat.hpp"
 #include "pg/guard.hpp"
 
 extern "C" {
@@ -75,7 +76,16 @@ std::string_view name_argument(FunctionCallInfo fcinfo, int index, const char* n
 
 Micros interval_argument(FunctionCallInfo fcinfo, int index, const char* name) {
     require_not_null(fcinfo, index, name);
-    const Interval* span = PG_GETARG_INTERVAL_P(index);
+    return interval_value(name, PG_GETARG_INTERVAL_P(index));
+}
+
+void require_finite_interval(const char* name, const Interval* span) {
+    if (!compat::interval_is_finite(span))
+        throw ArgumentError::invalid(name, "must be finite");
+}
+
+Micros interval_value(const char* name, const Interval* span) {
+    require_finite_interval(name, span);
     return interval_length(name, span->month, span->day, span->time);
 }
 

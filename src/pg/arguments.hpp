@@ -27,6 +27,13 @@ std::string_view name_argument(FunctionCallInfo fcinfo, int index, const char* n
 // An interval argument as core microseconds (see interval_length: no months, > 0, <= 365 days).
 Micros interval_argument(FunctionCallInfo fcinfo, int index, const char* name);
 
+// An interval refused when infinite, as `name`: from PostgreSQL 17 'infinity' and '-infinity'
+// are intervals, which no limit, duration or wait can be.
+void require_finite_interval(const char* name, const Interval* span);
+
+// An interval value as core microseconds, as interval_argument reads an argument.
+Micros interval_value(const char* name, const Interval* span);
+
 // One array argument, deconstructed: `values` and `nulls` live in the call's memory. A NULL
 // array is an error when `required`, else `given` stays false. More than one dimension is
 // refused (22023 naming the argument).

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "pg/compat.hpp"
 #include "pg/guard.hpp"
 #include "ratelimit/instant_text.hpp"
 
@@ -61,8 +62,8 @@ bool check_test_clock(char** newval, void** extra, GucSource) {
             "ratelimit.test_clock must be a timestamp with time zone between 1970 and 9999.");
         return false;
     }
-    // GUC "extra" data is owned by the GUC machinery, which releases it with free().
-    auto* stored = static_cast<TimestampTz*>(malloc(sizeof(TimestampTz)));
+    // GUC "extra" data is owned by the GUC machinery, which releases it itself.
+    auto* stored = static_cast<TimestampTz*>(compat::guc_extra_malloc(sizeof(TimestampTz)));
     if (stored == nullptr)
         return false;
     *stored = value;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "pg/compat.hpp"
 #include "pg/guard.hpp"
 
 extern "C" {
@@ -37,13 +38,9 @@ struct ClaimsScan {
     char* text = nullptr;  // palloc'd, when kind is kString
 };
 
-#if PG_VERSION_NUM >= 160000
-#define CLAIMS_ACTION_RESULT JsonParseErrorType
-#define CLAIMS_ACTION_DONE return JSON_SUCCESS
-#else
-#define CLAIMS_ACTION_RESULT void
-#define CLAIMS_ACTION_DONE return
-#endif
+// What a semantic action returns differs between majors (pg/compat.hpp).
+#define CLAIMS_ACTION_RESULT RATELIMIT_JSON_ACTION_RESULT
+#define CLAIMS_ACTION_DONE RATELIMIT_JSON_ACTION_DONE
 
 // A value that is an object or an array: if it is "sub"'s, sub is neither a string nor null.
 void nested_value(ClaimsScan* scan) {
@@ -131,8 +128,7 @@ void scan_claims(const char* claims, ClaimsScan* scan) {
         scan->top_is_object = false;
         return;
     }
-    JsonLexContext* lex = makeJsonLexContextCstringLen(
-        const_cast<char*>(claims), static_cast<int>(strlen(claims)), GetDatabaseEncoding(), true);
+    JsonLexContext* lex = compat::json_lexer(claims, strlen(claims), GetDatabaseEncoding());
     JsonSemAction actions;
     memset(&actions, 0, sizeof actions);
     actions.semstate = scan;

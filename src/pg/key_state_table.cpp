@@ -1,5 +1,7 @@
 #include "pg/key_state_table.hpp"
 
+#include "pg/compat.hpp"
+
 extern "C" {
 #include "access/heapam.h"
 #include "access/htup_details.h"
@@ -266,7 +268,7 @@ void open_other_indexes(KeyStateTable* table) {
     list_free(ids);
 }
 
-enum class IndexUpdate { kNone, kAll, kSummarizing };
+using compat::IndexUpdate;
 
 // Adds the entries of the new version `tuple` to every index, as ExecInsertIndexTuples does:
 // partial indexes by their predicate, expression indexes by evaluating it. The primary key's
@@ -285,12 +287,8 @@ bool insert_index_entries(const KeyStateTable& table, HeapTuple tuple, IndexUpda
         IndexInfo* info = BuildIndexInfo(index);
         if (!info->ii_ReadyForInserts)
             continue;
-#if PG_VERSION_NUM >= 160000
-        if (update == IndexUpdate::kSummarizing && !info->ii_Summarizing)
+        if (update == IndexUpdate::kSummarizing && !compat::index_is_summarizing(info))
             continue;
-#else
-        (void)update;
-#endif
         if (info->ii_Predicate != NIL &&
             !ExecQual(ExecPrepareQual(info->ii_Predicate, estate), econtext)) {
             continue;
@@ -367,14 +365,9 @@ bool update_row(const KeyStateTable& table, const StateKey& key, const StoredKey
     ItemPointerData tid = row.tid;
     TM_FailureData failure;
     LockTupleMode lock_mode;
-#if PG_VERSION_NUM >= 160000
-    TU_UpdateIndexes update_indexes;
-    TM_Result result = heap_update(table.heap, &tid, tuple, command, InvalidSnapshot, true,
-                                   &failure, &lock_mode, &update_indexes);
-#else
+    IndexUpdate update = IndexUpdate::kAll;
     TM_Result result =
-        heap_update(table.heap, &tid, tuple, command, InvalidSnapshot, true, &failure, &lock_mode);
-#endif
+        compat::heap_update_row(table.heap, &tid, tuple, command, &failure, &lock_mode, &update);
     if (result == TM_Updated || result == TM_Deleted)
         return false;
     if (result != TM_Ok) {
@@ -383,13 +376,6 @@ bool update_row(const KeyStateTable& table, const StateKey& key, const StoredKey
     }
     // Which indexes need an entry for the new version: all of them on a non-HOT update, none on
     // a HOT one (PostgreSQL decides HOT from the columns of every index).
-#if PG_VERSION_NUM >= 160000
-    const IndexUpdate update = update_indexes == TU_All           ? IndexUpdate::kAll
-                               : update_indexes == TU_Summarizing ? IndexUpdate::kSummarizing
-                                                                  : IndexUpdate::kNone;
-#else
-    const IndexUpdate update = HeapTupleIsHeapOnly(tuple) ? IndexUpdate::kNone : IndexUpdate::kAll;
-#endif
     (void)add_index_entries(table, key, tuple, update, UNIQUE_CHECK_YES);
     return true;
 }

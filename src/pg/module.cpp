@@ -36,10 +36,6 @@ void _PG_init(void) {
         ratelimit::pg::install_policy_counters();
         ratelimit::pg::install_reservations();
     }
-#if PG_VERSION_NUM >= 150000
     MarkGUCPrefixReserved("ratelimit");
-#else
-    EmitWarningsOnPlaceholders("ratelimit");
-#endif
 }
 }

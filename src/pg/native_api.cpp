@@ -84,6 +84,7 @@ Micros period_argument(FunctionCallInfo fcinfo, int index, bool zone_given,
     if (PG_ARGISNULL(index) || (PG_GETARG_INTERVAL_P(index)->month == 0 && !zone_given))
         return interval_argument(fcinfo, index, "p_period");
     const Interval* span = PG_GETARG_INTERVAL_P(index);
+    require_finite_interval("p_period", span);
     *calendar = calendar_unit("p_period", span->month, span->day, span->time, zone_given);
     return nominal_calendar_window(*calendar);
 }
@@ -420,7 +421,7 @@ std::vector<TierCall> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost,
                 [&] { tier_key = PointerGetDatum(PG_DETOAST_DATUM_PACKED(keys.values[i])); });
             require_key("p_key", text_bytes(tier_key).size());
             const Interval* span = DatumGetIntervalP(periods.values[i]);
-            const Micros period = interval_length("p_period", span->month, span->day, span->time);
+            const Micros period = interval_value("p_period", span);
             Algorithm algorithm = Algorithm::kFixedWindow;
             if (algorithms.given) {
                 if (algorithms.nulls[i])

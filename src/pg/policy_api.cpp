@@ -872,8 +872,7 @@ Datum validate_policy_options_body(FunctionCallInfo fcinfo) {
             if (blocks.nulls[i])
                 throw ArgumentError::null("penalty_blocks");
             const Interval* span = DatumGetIntervalP(blocks.values[i]);
-            lengths.push_back(
-                interval_length("penalty_blocks", span->month, span->day, span->time));
+            lengths.push_back(interval_value("penalty_blocks", span));
         }
         if (PG_ARGISNULL(2))
             throw ArgumentError::invalid("penalty_decay", "must be given with penalty_blocks");

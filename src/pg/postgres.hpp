@@ -5,6 +5,7 @@
 // PostgreSQL's port.h redefines snprintf and friends as macros; the C++ standard headers must
 // be seen first, or their std:: declarations break.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>

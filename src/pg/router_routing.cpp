@@ -3,6 +3,7 @@
 // hashtext() of the routing key. The router computes them for every routed call, and for every
 // key of a batch before PL/Proxy splits it, so they are one pass in C rather than a SQL
 // expression per key.
+#include <cstdint>
 #include <string_view>
 
 #include "pg/guard.hpp"

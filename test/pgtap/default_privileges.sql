@@ -46,6 +46,11 @@ LANGUAGE sql AS $$
     SELECT m.object || ' USAGE'
     FROM members m
     WHERE m.classid = 'pg_type'::regclass AND has_type_privilege(role_name, m.objid, 'USAGE')
+      -- From PostgreSQL 17 the tables' row types and the array types are members too: a row
+      -- type goes with its table, an array type's rights are its element's.
+      AND NOT EXISTS (SELECT FROM pg_type t LEFT JOIN pg_class c ON c.oid = t.typrelid
+                      WHERE t.oid = m.objid
+                        AND (t.typsubscript = 'array_subscript_handler'::regproc OR c.relkind <> 'c'))
     UNION ALL
     SELECT m.object || ' ' || k.privilege
     FROM members m

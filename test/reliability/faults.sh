@@ -604,7 +604,8 @@ for snapshots in off on; do
         ok "$(wait_until 120 server_up; echo $?)" \
             "1/kill -9 ($snapshots): the server accepts connections again after crash recovery"
         victim_pid="$VICTIM_PID"
-        ok "$(log_has "$before" "server process (PID $victim_pid) was terminated by signal 9" &&
+        # The process is named "server process" up to 17, by its type ("client backend") from 18.
+        ok "$(log_has "$before" " (PID $victim_pid) was terminated by signal 9" &&
             log_has "$before" 'all server processes terminated; reinitializing'; echo $?)" \
             "1/kill -9 ($snapshots): backend $victim_pid was killed and the postmaster reinitialized"
         check_tally "$TABLE_ENGINES" \

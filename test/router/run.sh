@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The router suite: one router and two shards (and one direct server to compare with), each a
 # throwaway cluster on this machine, stopped on exit, also on failure. Run as root from the
-# repository root, after `make install` (it needs postgresql-15-plproxy: scripts/install-deps.sh).
+# repository root, after `make install` (it needs the major's postgresql-NN-plproxy: scripts/install-deps.sh).
 #
 # It proves: configure's checks (a partition count that is not a power of two refused); every
 # key on the shard shard_of names, hash tags kept together; bad input refused on the router with
