@@ -1,74 +1,5 @@
 -- Cleanup: the functions that delete rows that no longer count, and their pg_cron jobs.
 
--- Deletes rows whose window ended more than p_older_than ago: they no longer count (the next
--- call would restart them) and nobody has called since. Returns how many rows went.
-CREATE FUNCTION @extschema@.cleanup_rpc_rate_limits(p_older_than interval DEFAULT interval '48 hours')
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deleted integer;
-BEGIN
-    IF p_older_than IS NULL THEN
-        RAISE EXCEPTION 'p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_older_than < interval '0' THEN
-        RAISE EXCEPTION 'p_older_than must not be negative, got %', p_older_than
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    DELETE FROM @extschema@.rpc_rate_limits
-    WHERE window_expires_at < ratelimit.clock_now() - p_older_than;
-    GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN deleted;
-END
-$$;
-
-COMMENT ON FUNCTION @extschema@.cleanup_rpc_rate_limits(interval) IS
-    'ratelimit: deletes rpc_rate_limits rows whose window ended more than p_older_than ago';
-
--- Deletes windows that have ended; returns how many rows went.
-CREATE FUNCTION @extschema@.cleanup_expired_rate_limits()
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deleted integer;
-BEGIN
-    DELETE FROM @extschema@.rate_limits WHERE expires_at <= ratelimit.clock_now();
-    GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN deleted;
-END
-$$;
-
-COMMENT ON FUNCTION @extschema@.cleanup_expired_rate_limits() IS
-    'ratelimit: deletes rate_limits windows that have ended';
-
--- Deletes buckets that no longer count for the longest window in use; returns how many.
-CREATE FUNCTION @extschema@.cleanup_old_rate_limit_buckets()
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    longest_window integer;
-    deleted integer;
-BEGIN
-    SELECT max(window_seconds) INTO longest_window FROM @extschema@.rate_limit_buckets;
-    IF longest_window IS NULL THEN
-        RETURN 0;
-    END IF;
-    DELETE FROM @extschema@.rate_limit_buckets
-    WHERE bucket_time <= ratelimit.clock_now() - make_interval(secs => longest_window);
-    GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN deleted;
-END
-$$;
-
-COMMENT ON FUNCTION @extschema@.cleanup_old_rate_limit_buckets() IS
-    'ratelimit: deletes rate_limit_buckets rows that no longer count for the longest window in use';
-
 -- Deletes the rows that decide exactly like no row (expired windows, full buckets, ended
 -- blocks) from one engine's table, or both when p_engine is NULL; returns how many.
 CREATE FUNCTION ratelimit.cleanup_key_state(p_engine text DEFAULT NULL)
@@ -100,21 +31,27 @@ BEGIN
 END
 $$;
 
--- The cleanup jobs: name, default schedule, command.
+-- The cleanup jobs: name, default schedule, command. The state tables' always; each drop-in
+-- extension's when it is installed, in its schema.
 CREATE FUNCTION ratelimit.cleanup_jobs()
 RETURNS TABLE(job_name text, schedule text, command text)
-LANGUAGE sql IMMUTABLE
+LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    VALUES
-        ('ratelimit-cleanup-rpc-rate-limits', '17 3 * * *',
-         'SELECT @extschema@.cleanup_rpc_rate_limits()'),
-        ('ratelimit-cleanup-expired-rate-limits', '0 * * * *',
-         'SELECT @extschema@.cleanup_expired_rate_limits()'),
-        ('ratelimit-cleanup-old-rate-limit-buckets', '*/10 * * * *',
-         'SELECT @extschema@.cleanup_old_rate_limit_buckets()'),
-        ('ratelimit-cleanup-key-state', '*/5 * * * *',
+    SELECT j.job_name, j.schedule, pg_catalog.format(j.command, n.nspname)
+    FROM (VALUES
+        (1, 'ratelimit_rpc_limits', 'ratelimit-cleanup-rpc-rate-limits', '17 3 * * *',
+         'SELECT %I.cleanup_rpc_rate_limits()'),
+        (2, 'ratelimit_endpoint_limits', 'ratelimit-cleanup-expired-rate-limits', '0 * * * *',
+         'SELECT %I.cleanup_expired_rate_limits()'),
+        (3, 'ratelimit_sliding_window_limits', 'ratelimit-cleanup-old-rate-limit-buckets',
+         '*/10 * * * *', 'SELECT %I.cleanup_old_rate_limit_buckets()'),
+        (4, 'ratelimit', 'ratelimit-cleanup-key-state', '*/5 * * * *',
          'SELECT ratelimit.cleanup_key_state()')
+    ) AS j(n, extension, job_name, schedule, command)
+    JOIN pg_catalog.pg_extension e ON e.extname = j.extension
+    JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+    ORDER BY j.n
 $$;
 
 -- Schedules every cleanup with pg_cron (again: an existing job of the same name is updated),

@@ -1,0 +1,348 @@
+\echo Use "ALTER EXTENSION ratelimit UPDATE" to load this file. \quit
+
+------------------------------------------------------------------------------------------------
+-- The drop-ins leave ratelimit: each app's are now an extension of their own (ratelimit_rpc_limits,
+-- ratelimit_endpoint_limits, ratelimit_sliding_window_limits), so a database gets only those its
+-- app calls. The 0.6.0 drop-ins stay where they are and keep working (rows, grants and all), no
+-- longer members of ratelimit; CREATE EXTENSION of their app's extension then makes them its
+-- own, rows kept (docs/migrating.md). Their comment says so, which is how that extension knows
+-- them from an app's own objects of the same names.
+------------------------------------------------------------------------------------------------
+
+ALTER EXTENSION ratelimit DROP TABLE @extschema@.rpc_rate_limits;
+ALTER EXTENSION ratelimit DROP TABLE @extschema@.rate_limits;
+ALTER EXTENSION ratelimit DROP TABLE @extschema@.rate_limit_buckets;
+ALTER EXTENSION ratelimit DROP FUNCTION @extschema@.check_rate_limit(text, integer, integer);
+ALTER EXTENSION ratelimit DROP FUNCTION @extschema@.check_rate_limit_for_user(uuid, text, integer, integer);
+ALTER EXTENSION ratelimit DROP FUNCTION @extschema@.cleanup_rpc_rate_limits(interval);
+ALTER EXTENSION ratelimit DROP FUNCTION @extschema@.increment_rate_limit(uuid, text, integer, integer, integer);
+ALTER EXTENSION ratelimit DROP FUNCTION @extschema@.cleanup_expired_rate_limits();
+ALTER EXTENSION ratelimit DROP FUNCTION @extschema@.check_rate_limit(text, integer, integer, integer);
+ALTER EXTENSION ratelimit DROP FUNCTION @extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer);
+ALTER EXTENSION ratelimit DROP FUNCTION @extschema@.cleanup_old_rate_limit_buckets();
+
+COMMENT ON TABLE @extschema@.rpc_rate_limits IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_rpc_limits makes it that extension''s, rows kept';
+COMMENT ON TABLE @extschema@.rate_limits IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_endpoint_limits makes it that extension''s, rows kept';
+COMMENT ON TABLE @extschema@.rate_limit_buckets IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_sliding_window_limits makes it that extension''s, rows kept';
+COMMENT ON FUNCTION @extschema@.check_rate_limit(text, integer, integer) IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_rpc_limits makes it that extension''s';
+COMMENT ON FUNCTION @extschema@.check_rate_limit_for_user(uuid, text, integer, integer) IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_rpc_limits makes it that extension''s';
+COMMENT ON FUNCTION @extschema@.cleanup_rpc_rate_limits(interval) IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_rpc_limits makes it that extension''s';
+COMMENT ON FUNCTION @extschema@.increment_rate_limit(uuid, text, integer, integer, integer) IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_endpoint_limits makes it that extension''s';
+COMMENT ON FUNCTION @extschema@.cleanup_expired_rate_limits() IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_endpoint_limits makes it that extension''s';
+COMMENT ON FUNCTION @extschema@.check_rate_limit(text, integer, integer, integer) IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_sliding_window_limits makes it that extension''s';
+COMMENT ON FUNCTION @extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer) IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_sliding_window_limits makes it that extension''s';
+COMMENT ON FUNCTION @extschema@.cleanup_old_rate_limit_buckets() IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_sliding_window_limits makes it that extension''s';
+
+-- Whether `p_object` (of catalog `p_catalog`) is a drop-in that ratelimit 0.6.0 made and left in
+-- place when it was updated to 0.7.0, of p_extension's app or (NULL) of any: the update says so in
+-- its comment.
+CREATE FUNCTION ratelimit.left_by_ratelimit(p_object oid, p_catalog name, p_extension text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.obj_description(p_object, p_catalog), '')
+           LIKE 'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION '
+                || coalesce(p_extension || ' %', '%')
+$$;
+
+-- Run first by each drop-in extension. Its tables and functions (by name: another function of the
+-- same name would make the app's positional calls ambiguous) must be missing from p_schema, but
+-- for the drop-ins ratelimit 0.6.0 left there: its own are moved aside for the extension to make
+-- anew, each table renamed to <name>_0_6_0 (drop_in_install_end copies its rows back), each
+-- function dropped; another app's stay beside it, as they stood in 0.6.0. Any other object of
+-- those names stops the install before anything changes, with one error that names every one.
+CREATE FUNCTION ratelimit.drop_in_install_begin(p_extension text, p_schema text, p_tables text[],
+                                                p_functions text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    conflicts text[] := '{}';
+    found record;
+    statements text[];
+    statement text;
+BEGIN
+    FOR found IN
+        SELECT c.oid, pg_catalog.format('table %I.%I', p_schema, c.relname) AS what,
+               ratelimit.left_by_ratelimit(c.oid, 'pg_class', NULL) AS left_over
+        FROM pg_catalog.pg_class c
+        WHERE c.relnamespace = p_schema::pg_catalog.regnamespace AND c.relname = ANY (p_tables)
+        ORDER BY c.relname
+    LOOP
+        IF NOT found.left_over THEN
+            conflicts := conflicts || found.what;
+        END IF;
+    END LOOP;
+    FOR found IN
+        SELECT p.oid, pg_catalog.format('function %I.%I(%s)', p_schema, p.proname,
+                                        pg_catalog.pg_get_function_identity_arguments(p.oid)) AS what,
+               ratelimit.left_by_ratelimit(p.oid, 'pg_proc', NULL) AS left_over
+        FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = p_schema::pg_catalog.regnamespace AND p.proname = ANY (p_functions)
+        ORDER BY 2
+    LOOP
+        IF NOT found.left_over THEN
+            conflicts := conflicts || found.what;
+        END IF;
+    END LOOP;
+    IF pg_catalog.cardinality(conflicts) > 0 THEN
+        RAISE EXCEPTION '% cannot be installed in schema %: % already there', p_extension, p_schema,
+            pg_catalog.array_to_string(conflicts, ', ')
+            USING ERRCODE = 'duplicate_object',
+                  DETAIL = 'They are not ratelimit''s: your app''s own limiter, or another app''s drop-ins. Nothing was changed.',
+                  HINT = 'To keep their rows, follow "Installing over your own limiter" in docs/migrating.md '
+                         '(rename them, CREATE EXTENSION ' || p_extension || ', copy the rows in); or install '
+                         'into another schema: CREATE EXTENSION ' || p_extension || ' SCHEMA <schema>.';
+    END IF;
+    -- The tables and their indexes (whose names the new tables' constraints take) are renamed,
+    -- the statements made first and run after.
+    SELECT coalesce(pg_catalog.array_agg(s.statement), '{}') INTO statements FROM (
+        SELECT pg_catalog.format('ALTER TABLE %I.%I RENAME TO %I', p_schema, c.relname,
+                                 c.relname || '_0_6_0') AS statement
+        FROM pg_catalog.pg_class c
+        WHERE c.relnamespace = p_schema::pg_catalog.regnamespace AND c.relname = ANY (p_tables)
+          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', p_extension)
+        UNION ALL
+        SELECT pg_catalog.format('ALTER INDEX %I.%I RENAME TO %I', p_schema, i.relname,
+                                 i.relname || '_0_6_0')
+        FROM pg_catalog.pg_class c
+        JOIN pg_catalog.pg_index x ON x.indrelid = c.oid
+        JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+        WHERE c.relnamespace = p_schema::pg_catalog.regnamespace AND c.relname = ANY (p_tables)
+          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', p_extension)
+        UNION ALL
+        SELECT pg_catalog.format('DROP FUNCTION %s', p.oid::pg_catalog.regprocedure)
+        FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = p_schema::pg_catalog.regnamespace AND p.proname = ANY (p_functions)
+          AND ratelimit.left_by_ratelimit(p.oid, 'pg_proc', p_extension)
+    ) AS s;
+    FOREACH statement IN ARRAY statements LOOP
+        EXECUTE statement;
+    END LOOP;
+END
+$$;
+
+-- Run last by each drop-in extension: the rows of the tables drop_in_install_begin moved aside,
+-- copied into the extension's (the columns they share), and the old tables dropped. The counts
+-- in flight go on counting.
+CREATE FUNCTION ratelimit.drop_in_install_end(p_schema text, p_tables text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    table_name text;
+    old_table pg_catalog.regclass;
+    new_table pg_catalog.regclass;
+    columns text;
+BEGIN
+    FOREACH table_name IN ARRAY p_tables LOOP
+        old_table := pg_catalog.to_regclass(pg_catalog.format('%I.%I', p_schema, table_name || '_0_6_0'));
+        CONTINUE WHEN old_table IS NULL;
+        new_table := pg_catalog.format('%I.%I', p_schema, table_name)::pg_catalog.regclass;
+        SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum)
+        INTO columns
+        FROM pg_catalog.pg_attribute a
+        WHERE a.attrelid = new_table AND a.attnum > 0 AND NOT a.attisdropped
+          AND EXISTS (SELECT FROM pg_catalog.pg_attribute b
+                      WHERE b.attrelid = old_table AND b.attname = a.attname AND b.attnum > 0
+                        AND NOT b.attisdropped);
+        EXECUTE pg_catalog.format('INSERT INTO %s (%s) SELECT %s FROM %s', new_table, columns,
+                                  columns, old_table);
+        EXECUTE pg_catalog.format('DROP TABLE %s', old_table);
+    END LOOP;
+END
+$$;
+
+-- The cleanup jobs: name, default schedule, command. The state tables' always; each drop-in
+-- extension's when it is installed, in its schema.
+CREATE OR REPLACE FUNCTION ratelimit.cleanup_jobs()
+RETURNS TABLE(job_name text, schedule text, command text)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT j.job_name, j.schedule, pg_catalog.format(j.command, n.nspname)
+    FROM (VALUES
+        (1, 'ratelimit_rpc_limits', 'ratelimit-cleanup-rpc-rate-limits', '17 3 * * *',
+         'SELECT %I.cleanup_rpc_rate_limits()'),
+        (2, 'ratelimit_endpoint_limits', 'ratelimit-cleanup-expired-rate-limits', '0 * * * *',
+         'SELECT %I.cleanup_expired_rate_limits()'),
+        (3, 'ratelimit_sliding_window_limits', 'ratelimit-cleanup-old-rate-limit-buckets',
+         '*/10 * * * *', 'SELECT %I.cleanup_old_rate_limit_buckets()'),
+        (4, 'ratelimit', 'ratelimit-cleanup-key-state', '*/5 * * * *',
+         'SELECT ratelimit.cleanup_key_state()')
+    ) AS j(n, extension, job_name, schedule, command)
+    JOIN pg_catalog.pg_extension e ON e.extname = j.extension
+    JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+    ORDER BY j.n
+$$;
+
+------------------------------------------------------------------------------------------------
+-- Privileges: the grants of each extension are set by one function, which the drop-in
+-- extensions' scripts call too; ratelimit's list as in 0.7.0.
+------------------------------------------------------------------------------------------------
+
+-- p_reset_every_role: at install the objects are new, so any grant on them came from default
+-- privileges and goes; an update takes back only from the roles the list speaks for (anon,
+-- authenticated). p_grants: rows of (privilege, kind, name, grantee), a role that does not
+-- exist skipped. Run by the extensions' scripts only (granted to nobody).
+CREATE FUNCTION ratelimit.set_member_privileges(p_extension text, p_reset_every_role boolean,
+                                                p_grants text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    reset_every_role constant boolean := p_reset_every_role;
+    -- The roles the list speaks for; an update takes back from them whatever it does not give.
+    api_roles constant text[] := ARRAY['anon', 'authenticated'];
+    member record;
+    grantees text;
+    i integer;
+BEGIN
+    FOR member IN
+        WITH members AS (
+            SELECT d.classid, d.objid
+            FROM pg_catalog.pg_depend d
+            JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+            WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+              AND d.deptype = 'e' AND e.extname = p_extension)
+        SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind,
+               pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, c.relowner AS owner,
+               ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(c.relacl) a
+                     UNION
+                     SELECT a.grantee FROM pg_catalog.pg_attribute att,
+                                           pg_catalog.aclexplode(att.attacl) a
+                     WHERE att.attrelid = c.oid) AS grantees
+        FROM members m
+        JOIN pg_catalog.pg_class c ON m.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                                  AND c.oid = m.objid
+        JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+        WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+        UNION ALL
+        SELECT 'ROUTINE',
+               pg_catalog.format('%I.%I(%s)', n.nspname, p.proname,
+                                 pg_catalog.pg_get_function_identity_arguments(p.oid)),
+               p.proowner, ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(p.proacl) a)
+        FROM members m
+        JOIN pg_catalog.pg_proc p ON m.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+                                 AND p.oid = m.objid
+        JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+        UNION ALL
+        SELECT 'TYPE', pg_catalog.format('%I.%I', n.nspname, t.typname), t.typowner,
+               ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(t.typacl) a)
+        FROM members m
+        JOIN pg_catalog.pg_type t ON m.classid = 'pg_catalog.pg_type'::pg_catalog.regclass
+                                 AND t.oid = m.objid
+        JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+        -- From 17 the row types of the tables and all array types are members too. A row type
+        -- goes with its table and an array type's privileges are its element type's (GRANT
+        -- refuses it): the types CREATE TYPE made are listed, as on 15.
+        WHERE t.typsubscript <> 'pg_catalog.array_subscript_handler'::pg_catalog.regproc
+          AND NOT EXISTS (SELECT FROM pg_catalog.pg_class c WHERE c.oid = t.typrelid AND c.relkind <> 'c')
+        UNION ALL
+        SELECT 'SCHEMA', pg_catalog.quote_ident(n.nspname), n.nspowner,
+               ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(n.nspacl) a)
+        FROM members m
+        JOIN pg_catalog.pg_namespace n ON m.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                                      AND n.oid = m.objid
+    LOOP
+        SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+        INTO grantees
+        FROM pg_catalog.pg_roles r
+        WHERE r.oid = ANY (member.grantees) AND r.oid <> member.owner
+          AND (reset_every_role OR r.rolname = ANY (api_roles));
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM %s CASCADE', member.kind, member.name,
+                                  pg_catalog.concat_ws(', ', 'PUBLIC', grantees));
+        -- Nobody but the owner creates objects in the extension's schema.
+        IF member.kind = 'SCHEMA' AND NOT reset_every_role THEN
+            SELECT pg_catalog.string_agg(pg_catalog.quote_ident(r.rolname), ', ' ORDER BY r.rolname)
+            INTO grantees
+            FROM pg_catalog.pg_roles r
+            WHERE r.oid = ANY (member.grantees) AND r.oid <> member.owner;
+            IF grantees IS NOT NULL THEN
+                EXECUTE pg_catalog.format('REVOKE CREATE ON SCHEMA %s FROM %s CASCADE',
+                                          member.name, grantees);
+            END IF;
+        END IF;
+    END LOOP;
+
+    FOR i IN 1 .. coalesce(pg_catalog.array_length(p_grants, 1), 0) LOOP
+        IF p_grants[i][4] = 'PUBLIC'
+           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = p_grants[i][4]) THEN
+            EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s', p_grants[i][1], p_grants[i][2],
+                                      p_grants[i][3],
+                                      CASE p_grants[i][4] WHEN 'PUBLIC' THEN 'PUBLIC'
+                                      ELSE pg_catalog.quote_ident(p_grants[i][4]) END);
+        END IF;
+    END LOOP;
+END
+$$;
+
+SELECT ratelimit.set_member_privileges('ratelimit', false, ARRAY[
+    -- Everyone: these compute from their arguments only. A type reveals nothing.
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.http_headers(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.http_body(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.validate_limit(integer, interval, text, text, integer, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.validate_policy_options(text, interval[], interval, interval)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.hash_subject(text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.cleanup_jobs()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    -- PostgREST calls its db-pre-request hook as the request's role, whatever it is;
+    -- its API roles need the schema to reach it (and reach nothing else there that
+    -- PUBLIC does not).
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.pre_request()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['USAGE', 'SCHEMA', 'ratelimit', 'anon'],
+    ARRAY['USAGE', 'SCHEMA', 'ratelimit', 'authenticated'],
+    ARRAY['USAGE', 'TYPE', 'ratelimit.decision'::pg_catalog.regtype::text, 'PUBLIC'],
+    ARRAY['USAGE', 'TYPE', 'ratelimit.policy_decision'::pg_catalog.regtype::text, 'PUBLIC'],
+    -- An authenticated user spends only its own endpoint quota (checked against the JWT).
+    -- service_role (Supabase's trusted server code): deciding and the counters; never the
+    -- policy tables.
+    ARRAY['USAGE', 'SCHEMA', 'ratelimit', 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check(text, text, integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check_many(text, text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check_all(text[], text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.allow(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.consume_many(text[], integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.peek_many(text[], integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.acquire(text, integer, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.release(bigint)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.in_flight(text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.acquire_policy(text, text, integer, text, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.lease_decision(text, ratelimit.lease)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.reserve(text, integer, interval, integer, text, text, integer, interval)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.settle(bigint, integer)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.cancel(bigint)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.reserve_policy(text, text, integer, interval, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.reset(text, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.block(text, interval, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.reset_policy_key(text, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.block_policy_key(text, text, interval)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.policy_stats()'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['SELECT', 'TABLE', 'ratelimit.policy_stats'::pg_catalog.regclass::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.top_offenders(integer)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.metrics()'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.memory_stats()'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['SELECT', 'TABLE', 'ratelimit.memory_stats'::pg_catalog.regclass::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.memory_stats_by_database()'::pg_catalog.regprocedure::text, 'service_role']
+]);
