@@ -191,6 +191,121 @@ AS $$
 $$;
 
 ------------------------------------------------------------------------------------------------
+-- A policy's name is checked in words; a route may take the request's tier from a JWT claim.
+------------------------------------------------------------------------------------------------
+
+CREATE OR REPLACE FUNCTION ratelimit.policies_validate()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    -- The name first, in words (the table's check constraint would only name itself).
+    IF NEW.name IS NOT NULL AND NEW.name !~ '^[A-Za-z0-9_.:-]{1,63}$' THEN
+        RAISE EXCEPTION 'name may hold only letters, digits, _ . : and - (1 to 63 of them; / is reserved): group names with dots, as in activity.create_post'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM ratelimit.validate_limit(NEW."limit", NEW.period, NEW.algorithm, NEW.engine,
+                                     NEW.burst, NEW.time_zone);
+    PERFORM ratelimit.validate_policy_options(NEW.algorithm, NEW.penalty_blocks,
+                                              NEW.penalty_decay, NEW.max_delay);
+    IF NEW.reset_jitter IS NOT NULL
+       AND (NEW.reset_jitter < interval '0' OR NEW.reset_jitter > interval '1 hour'
+            OR pg_catalog.date_part('month', NEW.reset_jitter) <> 0
+            OR pg_catalog.date_part('year', NEW.reset_jitter) <> 0) THEN
+        RAISE EXCEPTION 'reset_jitter must be between 0 and 1 hour (got "%")', NEW.reset_jitter
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- An sf-token, as the header carries it.
+    IF NEW.quota_unit IS NOT NULL
+       AND NEW.quota_unit !~ '^[A-Za-z*][A-Za-z0-9!#$%&''*+.^_`|~:/-]{0,62}$' THEN
+        RAISE EXCEPTION 'quota_unit must be requests, content-bytes, concurrent-requests or another token (a letter or *, then letters, digits or !#$&''*+-.^_`|~:/, at most 63 characters) (got "%")',
+            left(NEW.quota_unit, 64)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A concurrency policy is decided by leases (acquire_policy): its limit is the units in
+    -- flight at once, its period the longest a lease is held. Leases live in shared memory and
+    -- nothing refills, so its engine is memory and what only a rate means is refused.
+    IF NEW.quota_unit = 'concurrent-requests' THEN
+        IF NEW.engine <> 'memory' THEN
+            RAISE EXCEPTION 'a concurrency policy (quota_unit concurrent-requests) must have engine memory, where its leases live (got "%")',
+                left(NEW.engine, 64)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NEW.algorithm <> 'fixed_window' OR NEW.burst IS NOT NULL
+           OR NEW.time_zone IS NOT NULL OR NEW.count_denied OR NEW.shadow
+           OR NEW.penalty_blocks IS NOT NULL OR NEW.max_delay IS NOT NULL
+           OR pg_catalog.date_part('month', NEW.period) <> 0
+           OR pg_catalog.date_part('year', NEW.period) <> 0 THEN
+            RAISE EXCEPTION 'a concurrency policy (quota_unit concurrent-requests) takes algorithm fixed_window, no burst, time_zone, count_denied, shadow, penalty_blocks or max_delay, and a period (its longest lease) without months'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF EXISTS (SELECT 1 FROM ratelimit.request_routes r WHERE r.policy = NEW.name) THEN
+            RAISE EXCEPTION 'a concurrency policy (quota_unit concurrent-requests) is decided by leases, not by the routes of ratelimit.request_routes that name it'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    RETURN NEW;
+EXCEPTION
+    WHEN invalid_parameter_value OR null_value_not_allowed THEN
+        RAISE EXCEPTION 'policy "%": %', NEW.name, SQLERRM USING ERRCODE = SQLSTATE;
+END
+$$;
+
+ALTER TABLE ratelimit.request_routes ADD COLUMN tier_claim text;
+
+CREATE OR REPLACE FUNCTION ratelimit.request_routes_validate()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    engine text;
+BEGIN
+    IF pg_catalog.cardinality(NEW.methods) = 0 OR pg_catalog.array_position(NEW.methods, NULL) IS NOT NULL
+       OR EXISTS (SELECT 1 FROM pg_catalog.unnest(NEW.methods) AS m(method)
+                  WHERE m.method NOT IN ('*', 'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS')) THEN
+        RAISE EXCEPTION 'methods must hold GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS or *, in upper case (got %)', NEW.methods
+            USING ERRCODE = '22023';
+    END IF;
+    IF NEW.path_pattern !~ '^[/*]' OR pg_catalog.octet_length(NEW.path_pattern) > 1000 THEN
+        RAISE EXCEPTION 'path_pattern must start with / or * and be at most 1000 bytes (got "%")',
+            pg_catalog.left(NEW.path_pattern, 64)
+            USING ERRCODE = '22023';
+    END IF;
+    IF NEW.roles IS NOT NULL AND pg_catalog.array_position(NEW.roles, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'roles must not hold NULL (NULL instead of the array means any role)'
+            USING ERRCODE = '22004';
+    END IF;
+    IF NEW.key NOT IN ('user', 'ip', 'user_or_ip', 'global') THEN
+        RAISE EXCEPTION 'key must be user, ip, user_or_ip or global (got "%")', pg_catalog.left(NEW.key, 64)
+            USING ERRCODE = '22023';
+    END IF;
+    IF NEW.tier_claim IS NOT NULL
+       AND (NEW.tier_claim !~ '^[A-Za-z0-9_$-]+([.][A-Za-z0-9_$-]+){0,7}$'
+            OR pg_catalog.octet_length(NEW.tier_claim) > 200) THEN
+        RAISE EXCEPTION 'tier_claim must be 1 to 8 JSON member names of letters, digits, _, - or $ joined by . (got "%")',
+            pg_catalog.left(NEW.tier_claim, 64)
+            USING ERRCODE = '22023',
+                  HINT = 'For Supabase''s app_metadata.tier: tier_claim = ''app_metadata.tier''. Never a claim the user can write (user_metadata).';
+    END IF;
+    SELECT p.engine INTO engine FROM ratelimit.policies p WHERE p.name = NEW.policy;
+    -- A concurrency policy is decided by leases, which a request's check cannot take.
+    IF EXISTS (SELECT 1 FROM ratelimit.policies p
+               WHERE p.name = NEW.policy AND p.quota_unit = 'concurrent-requests') THEN
+        RAISE EXCEPTION 'policy: "%" is a concurrency policy (quota_unit concurrent-requests), decided by leases (ratelimit.acquire_policy), not by a route', NEW.policy
+            USING ERRCODE = '22023';
+    END IF;
+    IF engine IS DISTINCT FROM 'memory' AND NEW.methods && ARRAY['*', 'GET', 'HEAD'] THEN
+        RAISE EXCEPTION 'policy: a route for GET or HEAD needs a memory-engine policy, and "%" uses the % engine', NEW.policy, engine
+            USING ERRCODE = '22023',
+                  HINT = 'PostgREST runs GET and HEAD in read-only transactions, also on read replicas, where only the memory engine counts. Give the route other methods, or the policy engine = ''memory''.';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+------------------------------------------------------------------------------------------------
 -- Privileges: the grants of each extension are set by one function, which the drop-in
 -- extensions' scripts call too; ratelimit's list as in 0.7.0.
 ------------------------------------------------------------------------------------------------
