@@ -9,6 +9,8 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir supabase_roles.psql
 
 CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
 
 SELECT plan(59);
 
