@@ -44,17 +44,82 @@ COMMENT ON FUNCTION @extschema@.check_rate_limit_tiers(text, text, integer, inte
 COMMENT ON FUNCTION @extschema@.cleanup_old_rate_limit_buckets() IS
     'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_sliding_window_limits makes it that extension''s';
 
--- Whether `p_object` (of catalog `p_catalog`) is a drop-in that ratelimit 0.6.0 made and left in
--- place when it was updated to 0.7.0, of p_extension's app or (NULL) of any: the update says so in
--- its comment.
+-- Whether `p_object` (of catalog `p_catalog`, pg_class or pg_proc) is a drop-in that ratelimit
+-- 0.6.0 made and left in place when it was updated to 0.7.0, of p_extension's app or (NULL) of
+-- any: the update says so in its comment, and the object is owned by ratelimit's owner or a
+-- superuser. Only an object's owner (or a superuser) can comment on it, so a role that makes its
+-- own table of a drop-in's name, comment and all, cannot pass it off as ratelimit's.
 CREATE FUNCTION ratelimit.left_by_ratelimit(p_object oid, p_catalog name, p_extension text)
 RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce(pg_catalog.obj_description(p_object, p_catalog), '')
-           LIKE 'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION '
-                || coalesce(p_extension || ' %', '%')
+DECLARE
+    object_owner oid;
+BEGIN
+    IF p_object IS NULL THEN
+        RAISE EXCEPTION 'p_object must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_catalog IS NULL OR p_catalog NOT IN ('pg_class', 'pg_proc') THEN
+        RAISE EXCEPTION 'p_catalog must be pg_class or pg_proc (got %)', coalesce(pg_catalog.quote_literal(p_catalog), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_catalog = 'pg_class' THEN
+        SELECT c.relowner INTO object_owner FROM pg_catalog.pg_class c WHERE c.oid = p_object;
+    ELSE
+        SELECT p.proowner INTO object_owner FROM pg_catalog.pg_proc p WHERE p.oid = p_object;
+    END IF;
+    RETURN coalesce(pg_catalog.obj_description(p_object, p_catalog), '')
+               LIKE 'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION '
+                    || coalesce(p_extension || ' %', '%')
+           AND EXISTS (SELECT FROM pg_catalog.pg_roles r
+                       WHERE r.oid = object_owner
+                         AND (r.rolsuper OR r.oid = (SELECT e.extowner FROM pg_catalog.pg_extension e
+                                                     WHERE e.extname = 'ratelimit')));
+END
+$$;
+
+-- The arguments of the drop-in install steps: none NULL, the extension one of the drop-ins', the
+-- schema one that exists, named as an SQL identifier (as an extension script's schema is).
+CREATE FUNCTION ratelimit.drop_in_install_check(p_extension text, p_schema text, p_tables text[],
+                                                p_functions text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    schema_oid pg_catalog.regnamespace;
+BEGIN
+    IF p_extension IS NULL OR p_extension NOT IN ('ratelimit_rpc_limits', 'ratelimit_endpoint_limits',
+                                                  'ratelimit_sliding_window_limits') THEN
+        RAISE EXCEPTION 'p_extension must be ratelimit_rpc_limits, ratelimit_endpoint_limits or ratelimit_sliding_window_limits (got %)',
+            coalesce(pg_catalog.quote_literal(p_extension), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_schema IS NULL THEN
+        RAISE EXCEPTION 'p_schema must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    -- PostgreSQL 15 raises on a name that is not an identifier where later majors answer NULL:
+    -- one error on all of them.
+    BEGIN
+        schema_oid := pg_catalog.to_regnamespace(p_schema);
+    EXCEPTION WHEN syntax_error OR invalid_name THEN
+        schema_oid := NULL;
+    END;
+    IF schema_oid IS NULL THEN
+        RAISE EXCEPTION 'p_schema: no schema is named % (as an SQL identifier, quoted where it needs to be)',
+            pg_catalog.quote_literal(p_schema)
+            USING ERRCODE = 'invalid_schema_name';
+    END IF;
+    IF p_tables IS NULL OR EXISTS (SELECT FROM pg_catalog.unnest(p_tables) AS t(name) WHERE t.name IS NULL) THEN
+        RAISE EXCEPTION 'p_tables must be an array of table names without NULLs'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_functions IS NULL OR EXISTS (SELECT FROM pg_catalog.unnest(p_functions) AS f(name) WHERE f.name IS NULL) THEN
+        RAISE EXCEPTION 'p_functions must be an array of function names without NULLs'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+END
 $$;
 
 -- Run first by each drop-in extension. Its tables and functions (by name: another function of the
@@ -70,16 +135,19 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    schema_oid pg_catalog.regnamespace;
     conflicts text[] := '{}';
     found record;
     statements text[];
     statement text;
 BEGIN
+    PERFORM ratelimit.drop_in_install_check(p_extension, p_schema, p_tables, p_functions);
+    schema_oid := pg_catalog.to_regnamespace(p_schema);
     FOR found IN
-        SELECT c.oid, pg_catalog.format('table %I.%I', p_schema, c.relname) AS what,
+        SELECT pg_catalog.format('table %s.%I', schema_oid, c.relname) AS what,
                ratelimit.left_by_ratelimit(c.oid, 'pg_class', NULL) AS left_over
         FROM pg_catalog.pg_class c
-        WHERE c.relnamespace = p_schema::pg_catalog.regnamespace AND c.relname = ANY (p_tables)
+        WHERE c.relnamespace = schema_oid AND c.relname = ANY (p_tables)
         ORDER BY c.relname
     LOOP
         IF NOT found.left_over THEN
@@ -87,19 +155,19 @@ BEGIN
         END IF;
     END LOOP;
     FOR found IN
-        SELECT p.oid, pg_catalog.format('function %I.%I(%s)', p_schema, p.proname,
-                                        pg_catalog.pg_get_function_identity_arguments(p.oid)) AS what,
+        SELECT pg_catalog.format('function %s.%I(%s)', schema_oid, p.proname,
+                                 pg_catalog.pg_get_function_identity_arguments(p.oid)) AS what,
                ratelimit.left_by_ratelimit(p.oid, 'pg_proc', NULL) AS left_over
         FROM pg_catalog.pg_proc p
-        WHERE p.pronamespace = p_schema::pg_catalog.regnamespace AND p.proname = ANY (p_functions)
-        ORDER BY 2
+        WHERE p.pronamespace = schema_oid AND p.proname = ANY (p_functions)
+        ORDER BY 1
     LOOP
         IF NOT found.left_over THEN
             conflicts := conflicts || found.what;
         END IF;
     END LOOP;
     IF pg_catalog.cardinality(conflicts) > 0 THEN
-        RAISE EXCEPTION '% cannot be installed in schema %: % already there', p_extension, p_schema,
+        RAISE EXCEPTION '% cannot be installed in schema %: % already there', p_extension, schema_oid,
             pg_catalog.array_to_string(conflicts, ', ')
             USING ERRCODE = 'duplicate_object',
                   DETAIL = 'They are not ratelimit''s: your app''s own limiter, or another app''s drop-ins. Nothing was changed.',
@@ -110,23 +178,23 @@ BEGIN
     -- The tables and their indexes (whose names the new tables' constraints take) are renamed,
     -- the statements made first and run after.
     SELECT coalesce(pg_catalog.array_agg(s.statement), '{}') INTO statements FROM (
-        SELECT pg_catalog.format('ALTER TABLE %I.%I RENAME TO %I', p_schema, c.relname,
+        SELECT pg_catalog.format('ALTER TABLE %s.%I RENAME TO %I', schema_oid, c.relname,
                                  c.relname || '_0_6_0') AS statement
         FROM pg_catalog.pg_class c
-        WHERE c.relnamespace = p_schema::pg_catalog.regnamespace AND c.relname = ANY (p_tables)
+        WHERE c.relnamespace = schema_oid AND c.relname = ANY (p_tables)
           AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', p_extension)
         UNION ALL
-        SELECT pg_catalog.format('ALTER INDEX %I.%I RENAME TO %I', p_schema, i.relname,
+        SELECT pg_catalog.format('ALTER INDEX %s.%I RENAME TO %I', schema_oid, i.relname,
                                  i.relname || '_0_6_0')
         FROM pg_catalog.pg_class c
         JOIN pg_catalog.pg_index x ON x.indrelid = c.oid
         JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
-        WHERE c.relnamespace = p_schema::pg_catalog.regnamespace AND c.relname = ANY (p_tables)
+        WHERE c.relnamespace = schema_oid AND c.relname = ANY (p_tables)
           AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', p_extension)
         UNION ALL
         SELECT pg_catalog.format('DROP FUNCTION %s', p.oid::pg_catalog.regprocedure)
         FROM pg_catalog.pg_proc p
-        WHERE p.pronamespace = p_schema::pg_catalog.regnamespace AND p.proname = ANY (p_functions)
+        WHERE p.pronamespace = schema_oid AND p.proname = ANY (p_functions)
           AND ratelimit.left_by_ratelimit(p.oid, 'pg_proc', p_extension)
     ) AS s;
     FOREACH statement IN ARRAY statements LOOP
@@ -137,22 +205,33 @@ $$;
 
 -- Run last by each drop-in extension: the rows of the tables drop_in_install_begin moved aside,
 -- copied into the extension's (the columns they share), and the old tables dropped. The counts
--- in flight go on counting.
+-- in flight go on counting. A table of the same name that is not ratelimit's is left alone.
 CREATE FUNCTION ratelimit.drop_in_install_end(p_schema text, p_tables text[])
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    schema_oid pg_catalog.regnamespace;
     table_name text;
     old_table pg_catalog.regclass;
     new_table pg_catalog.regclass;
     columns text;
 BEGIN
+    -- The extension and function names are not this step's: any valid ones pass the check.
+    PERFORM ratelimit.drop_in_install_check('ratelimit_rpc_limits', p_schema, p_tables, '{}');
+    schema_oid := pg_catalog.to_regnamespace(p_schema);
     FOREACH table_name IN ARRAY p_tables LOOP
-        old_table := pg_catalog.to_regclass(pg_catalog.format('%I.%I', p_schema, table_name || '_0_6_0'));
+        SELECT c.oid INTO old_table FROM pg_catalog.pg_class c
+        WHERE c.relnamespace = schema_oid AND c.relname = table_name || '_0_6_0'
+          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', NULL);
         CONTINUE WHEN old_table IS NULL;
-        new_table := pg_catalog.format('%I.%I', p_schema, table_name)::pg_catalog.regclass;
+        SELECT c.oid INTO new_table FROM pg_catalog.pg_class c
+        WHERE c.relnamespace = schema_oid AND c.relname = table_name;
+        IF new_table IS NULL THEN
+            RAISE EXCEPTION 'p_tables: table %.% does not exist', schema_oid, pg_catalog.quote_ident(table_name)
+                USING ERRCODE = 'undefined_table';
+        END IF;
         SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum)
         INTO columns
         FROM pg_catalog.pg_attribute a
@@ -313,7 +392,8 @@ $$;
 -- p_reset_every_role: at install the objects are new, so any grant on them came from default
 -- privileges and goes; an update takes back only from the roles the list speaks for (anon,
 -- authenticated). p_grants: rows of (privilege, kind, name, grantee), a role that does not
--- exist skipped. Run by the extensions' scripts only (granted to nobody).
+-- exist skipped; checked whole before anything changes. Run by the extensions' scripts only
+-- (granted to nobody).
 CREATE FUNCTION ratelimit.set_member_privileges(p_extension text, p_reset_every_role boolean,
                                                 p_grants text[])
 RETURNS void
@@ -326,8 +406,58 @@ DECLARE
     api_roles constant text[] := ARRAY['anon', 'authenticated'];
     member record;
     grantees text;
+    granted pg_catalog.oid[] := '{}';
     i integer;
 BEGIN
+    IF p_extension IS NULL OR NOT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = p_extension) THEN
+        RAISE EXCEPTION 'p_extension: extension % does not exist', coalesce(pg_catalog.quote_ident(p_extension), 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF p_reset_every_role IS NULL THEN
+        RAISE EXCEPTION 'p_reset_every_role must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    -- Every member loses its grants first, so an empty or a bad list would leave them with their
+    -- owner's only: the whole list is checked before anything changes. Each row grants one of the
+    -- privileges these lists use on a member of the extension, named as PostgreSQL names it.
+    IF p_grants IS NULL OR pg_catalog.cardinality(p_grants) = 0 OR pg_catalog.array_ndims(p_grants) <> 2
+       OR pg_catalog.array_length(p_grants, 2) <> 4 OR EXISTS (SELECT FROM pg_catalog.unnest(p_grants) AS g(field) WHERE g.field IS NULL) THEN
+        RAISE EXCEPTION 'p_grants must be a list of (privilege, kind, object, grantee) rows without NULLs, at least one'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR i IN 1 .. pg_catalog.array_length(p_grants, 1) LOOP
+        IF (p_grants[i][2], p_grants[i][1]) NOT IN (('FUNCTION', 'EXECUTE'), ('TABLE', 'SELECT'),
+                                                     ('SCHEMA', 'USAGE'), ('TYPE', 'USAGE')) THEN
+            RAISE EXCEPTION 'p_grants[%]: % on a % is not a grant of the extensions'' lists (EXECUTE on a FUNCTION, SELECT on a TABLE, USAGE on a SCHEMA or a TYPE)',
+                i, pg_catalog.quote_literal(p_grants[i][1]), pg_catalog.quote_literal(p_grants[i][2])
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- The object's name is read by its type's input function, never spliced in as SQL
+        -- (PostgreSQL 15 raises on a name it cannot parse where later majors answer NULL).
+        BEGIN
+            granted[i] := CASE p_grants[i][2]
+                WHEN 'FUNCTION' THEN pg_catalog.to_regprocedure(p_grants[i][3])::pg_catalog.oid
+                WHEN 'TABLE' THEN pg_catalog.to_regclass(p_grants[i][3])::pg_catalog.oid
+                WHEN 'SCHEMA' THEN pg_catalog.to_regnamespace(p_grants[i][3])::pg_catalog.oid
+                ELSE pg_catalog.to_regtype(p_grants[i][3])::pg_catalog.oid END;
+        EXCEPTION WHEN syntax_error OR invalid_name OR invalid_text_representation THEN
+            granted[i] := NULL;
+        END;
+        IF granted[i] IS NULL OR NOT EXISTS (
+               SELECT FROM pg_catalog.pg_depend d
+               JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+               WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+                 AND e.extname = p_extension AND d.objid = granted[i]
+                 AND d.classid = CASE p_grants[i][2]
+                     WHEN 'FUNCTION' THEN 'pg_catalog.pg_proc'::pg_catalog.regclass
+                     WHEN 'TABLE' THEN 'pg_catalog.pg_class'::pg_catalog.regclass
+                     WHEN 'SCHEMA' THEN 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                     ELSE 'pg_catalog.pg_type'::pg_catalog.regclass END) THEN
+            RAISE EXCEPTION 'p_grants[%]: % % is not a member of extension %', i,
+                pg_catalog.lower(p_grants[i][2]), pg_catalog.quote_literal(p_grants[i][3]), p_extension
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END LOOP;
+
     FOR member IN
         WITH members AS (
             SELECT d.classid, d.objid
@@ -395,11 +525,15 @@ BEGIN
         END IF;
     END LOOP;
 
-    FOR i IN 1 .. coalesce(pg_catalog.array_length(p_grants, 1), 0) LOOP
+    FOR i IN 1 .. pg_catalog.array_length(p_grants, 1) LOOP
         IF p_grants[i][4] = 'PUBLIC'
            OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = p_grants[i][4]) THEN
             EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s', p_grants[i][1], p_grants[i][2],
-                                      p_grants[i][3],
+                                      CASE p_grants[i][2]
+                                          WHEN 'FUNCTION' THEN granted[i]::pg_catalog.regprocedure::text
+                                          WHEN 'TABLE' THEN granted[i]::pg_catalog.regclass::text
+                                          WHEN 'SCHEMA' THEN granted[i]::pg_catalog.regnamespace::text
+                                          ELSE granted[i]::pg_catalog.regtype::text END,
                                       CASE p_grants[i][4] WHEN 'PUBLIC' THEN 'PUBLIC'
                                       ELSE pg_catalog.quote_ident(p_grants[i][4]) END);
         END IF;

@@ -22,7 +22,8 @@ ALTER TABLE ratelimit.request_routes ENABLE ROW LEVEL SECURITY;
 -- p_reset_every_role: at install the objects are new, so any grant on them came from default
 -- privileges and goes; an update takes back only from the roles the list speaks for (anon,
 -- authenticated). p_grants: rows of (privilege, kind, name, grantee), a role that does not
--- exist skipped. Run by the extensions' scripts only (granted to nobody).
+-- exist skipped; checked whole before anything changes. Run by the extensions' scripts only
+-- (granted to nobody).
 CREATE FUNCTION ratelimit.set_member_privileges(p_extension text, p_reset_every_role boolean,
                                                 p_grants text[])
 RETURNS void
@@ -35,8 +36,58 @@ DECLARE
     api_roles constant text[] := ARRAY['anon', 'authenticated'];
     member record;
     grantees text;
+    granted pg_catalog.oid[] := '{}';
     i integer;
 BEGIN
+    IF p_extension IS NULL OR NOT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = p_extension) THEN
+        RAISE EXCEPTION 'p_extension: extension % does not exist', coalesce(pg_catalog.quote_ident(p_extension), 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF p_reset_every_role IS NULL THEN
+        RAISE EXCEPTION 'p_reset_every_role must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    -- Every member loses its grants first, so an empty or a bad list would leave them with their
+    -- owner's only: the whole list is checked before anything changes. Each row grants one of the
+    -- privileges these lists use on a member of the extension, named as PostgreSQL names it.
+    IF p_grants IS NULL OR pg_catalog.cardinality(p_grants) = 0 OR pg_catalog.array_ndims(p_grants) <> 2
+       OR pg_catalog.array_length(p_grants, 2) <> 4 OR EXISTS (SELECT FROM pg_catalog.unnest(p_grants) AS g(field) WHERE g.field IS NULL) THEN
+        RAISE EXCEPTION 'p_grants must be a list of (privilege, kind, object, grantee) rows without NULLs, at least one'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR i IN 1 .. pg_catalog.array_length(p_grants, 1) LOOP
+        IF (p_grants[i][2], p_grants[i][1]) NOT IN (('FUNCTION', 'EXECUTE'), ('TABLE', 'SELECT'),
+                                                     ('SCHEMA', 'USAGE'), ('TYPE', 'USAGE')) THEN
+            RAISE EXCEPTION 'p_grants[%]: % on a % is not a grant of the extensions'' lists (EXECUTE on a FUNCTION, SELECT on a TABLE, USAGE on a SCHEMA or a TYPE)',
+                i, pg_catalog.quote_literal(p_grants[i][1]), pg_catalog.quote_literal(p_grants[i][2])
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- The object's name is read by its type's input function, never spliced in as SQL
+        -- (PostgreSQL 15 raises on a name it cannot parse where later majors answer NULL).
+        BEGIN
+            granted[i] := CASE p_grants[i][2]
+                WHEN 'FUNCTION' THEN pg_catalog.to_regprocedure(p_grants[i][3])::pg_catalog.oid
+                WHEN 'TABLE' THEN pg_catalog.to_regclass(p_grants[i][3])::pg_catalog.oid
+                WHEN 'SCHEMA' THEN pg_catalog.to_regnamespace(p_grants[i][3])::pg_catalog.oid
+                ELSE pg_catalog.to_regtype(p_grants[i][3])::pg_catalog.oid END;
+        EXCEPTION WHEN syntax_error OR invalid_name OR invalid_text_representation THEN
+            granted[i] := NULL;
+        END;
+        IF granted[i] IS NULL OR NOT EXISTS (
+               SELECT FROM pg_catalog.pg_depend d
+               JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+               WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+                 AND e.extname = p_extension AND d.objid = granted[i]
+                 AND d.classid = CASE p_grants[i][2]
+                     WHEN 'FUNCTION' THEN 'pg_catalog.pg_proc'::pg_catalog.regclass
+                     WHEN 'TABLE' THEN 'pg_catalog.pg_class'::pg_catalog.regclass
+                     WHEN 'SCHEMA' THEN 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                     ELSE 'pg_catalog.pg_type'::pg_catalog.regclass END) THEN
+            RAISE EXCEPTION 'p_grants[%]: % % is not a member of extension %', i,
+                pg_catalog.lower(p_grants[i][2]), pg_catalog.quote_literal(p_grants[i][3]), p_extension
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END LOOP;
+
     FOR member IN
         WITH members AS (
             SELECT d.classid, d.objid
@@ -104,11 +155,15 @@ BEGIN
         END IF;
     END LOOP;
 
-    FOR i IN 1 .. coalesce(pg_catalog.array_length(p_grants, 1), 0) LOOP
+    FOR i IN 1 .. pg_catalog.array_length(p_grants, 1) LOOP
         IF p_grants[i][4] = 'PUBLIC'
            OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = p_grants[i][4]) THEN
             EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s', p_grants[i][1], p_grants[i][2],
-                                      p_grants[i][3],
+                                      CASE p_grants[i][2]
+                                          WHEN 'FUNCTION' THEN granted[i]::pg_catalog.regprocedure::text
+                                          WHEN 'TABLE' THEN granted[i]::pg_catalog.regclass::text
+                                          WHEN 'SCHEMA' THEN granted[i]::pg_catalog.regnamespace::text
+                                          ELSE granted[i]::pg_catalog.regtype::text END,
                                       CASE p_grants[i][4] WHEN 'PUBLIC' THEN 'PUBLIC'
                                       ELSE pg_catalog.quote_ident(p_grants[i][4]) END);
         END IF;
