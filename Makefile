@@ -79,9 +79,9 @@ INSTALL_SOURCES = \
 	sql/install/policy_leases.sql \
 	sql/install/observability.sql \
 	sql/install/presets.sql \
-	sql/install/cleanup.sql \
 	sql/install/postgrest.sql \
 	sql/install/drop_in_extensions.sql \
+	sql/install/cleanup.sql \
 	sql/install/privileges.sql
 DATA = sql/ratelimit--0.1.0.sql $(wildcard sql/ratelimit--*--*.sql) \
 	$(wildcard sql/ratelimit_router--*--*.sql)

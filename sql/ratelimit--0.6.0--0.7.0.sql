@@ -172,7 +172,7 @@ BEGIN
             USING ERRCODE = 'duplicate_object',
                   DETAIL = 'They are not ratelimit''s: your app''s own limiter, or another app''s drop-ins. Nothing was changed.',
                   HINT = 'To keep their rows, follow "Installing over your own limiter" in docs/migrating.md '
-                         '(rename them, CREATE EXTENSION ' || p_extension || ', copy the rows in); or install '
+                         '(move them to another schema with ALTER ... SET SCHEMA, which takes their indexes along; CREATE EXTENSION ' || p_extension || '; copy the rows in); or install '
                          'into another schema: CREATE EXTENSION ' || p_extension || ' SCHEMA <schema>.';
     END IF;
     -- The tables and their indexes (whose names the new tables' constraints take) are renamed,
@@ -247,26 +247,96 @@ END
 $$;
 
 -- The cleanup jobs: name, default schedule, command. The state tables' always; each drop-in
--- extension's when it is installed, in its schema.
+-- app's in the schema of its extension when that is installed, else where a ratelimit 0.6.0
+-- install left its drop-ins in place (they still count, so they still need cleaning). It reads
+-- the catalogs only; SECURITY DEFINER lets anyone list the jobs through left_by_ratelimit.
 CREATE OR REPLACE FUNCTION ratelimit.cleanup_jobs()
 RETURNS TABLE(job_name text, schedule text, command text)
-LANGUAGE sql STABLE
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT j.job_name, j.schedule, pg_catalog.format(j.command, n.nspname)
+    SELECT j.job_name, j.schedule, pg_catalog.format('SELECT %I.%I()', s.schema_name, j.function_name)
     FROM (VALUES
         (1, 'ratelimit_rpc_limits', 'ratelimit-cleanup-rpc-rate-limits', '17 3 * * *',
-         'SELECT %I.cleanup_rpc_rate_limits()'),
+         'cleanup_rpc_rate_limits'),
         (2, 'ratelimit_endpoint_limits', 'ratelimit-cleanup-expired-rate-limits', '0 * * * *',
-         'SELECT %I.cleanup_expired_rate_limits()'),
+         'cleanup_expired_rate_limits'),
         (3, 'ratelimit_sliding_window_limits', 'ratelimit-cleanup-old-rate-limit-buckets',
-         '*/10 * * * *', 'SELECT %I.cleanup_old_rate_limit_buckets()'),
-        (4, 'ratelimit', 'ratelimit-cleanup-key-state', '*/5 * * * *',
-         'SELECT ratelimit.cleanup_key_state()')
-    ) AS j(n, extension, job_name, schedule, command)
-    JOIN pg_catalog.pg_extension e ON e.extname = j.extension
-    JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+         '*/10 * * * *', 'cleanup_old_rate_limit_buckets'),
+        (4, NULL, 'ratelimit-cleanup-key-state', '*/5 * * * *', 'cleanup_key_state')
+    ) AS j(n, extension, job_name, schedule, function_name)
+    CROSS JOIN LATERAL (
+        SELECT coalesce(
+            CASE WHEN j.extension IS NULL THEN 'ratelimit' END,
+            (SELECT n.nspname FROM pg_catalog.pg_extension e
+             JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+             WHERE e.extname = j.extension),
+            (SELECT n.nspname FROM pg_catalog.pg_proc p
+             JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+             WHERE p.proname = j.function_name
+               AND ratelimit.left_by_ratelimit(p.oid, 'pg_proc', j.extension)
+             ORDER BY 1 LIMIT 1)) AS schema_name
+    ) AS s
+    WHERE s.schema_name IS NOT NULL
     ORDER BY j.n
+$$;
+
+-- Schedules every cleanup with pg_cron (again: an existing job of the same name is updated),
+-- on each job's default schedule or on p_schedule for all, and removes the jobs of drop-in
+-- extensions dropped since. The jobs run as the calling role.
+CREATE OR REPLACE FUNCTION ratelimit.schedule_cleanup(p_schedule text DEFAULT NULL)
+RETURNS TABLE(job_name text, schedule text, command text, job_id bigint)
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    job record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+        RAISE EXCEPTION 'pg_cron is not installed in database %', pg_catalog.current_database()
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add pg_cron to shared_preload_libraries, set cron.database_name to this '
+                         'database, run CREATE EXTENSION pg_cron, then call ratelimit.schedule_cleanup() '
+                         'again; or run the cleanup functions from another scheduler.';
+    END IF;
+    -- The jobs named ratelimit-cleanup-* are ratelimit's: one whose drop-in extension is no
+    -- longer installed would fail at every run, so it goes.
+    EXECUTE 'SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname LIKE ''ratelimit-cleanup-%'' '
+            'AND jobname NOT IN (SELECT c.job_name FROM ratelimit.cleanup_jobs() AS c) '
+            'AND database = pg_catalog.current_database()';
+    FOR job IN SELECT * FROM ratelimit.cleanup_jobs() LOOP
+        job_name := job.job_name;
+        schedule := coalesce(p_schedule, job.schedule);
+        command := job.command;
+        EXECUTE 'SELECT cron.schedule($1, $2, $3)' INTO job_id
+            USING job.job_name, schedule, job.command;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- Removes the jobs schedule_cleanup() created (every ratelimit-cleanup-* job of this
+-- database, also one of a drop-in extension dropped since); returns how many it removed.
+CREATE OR REPLACE FUNCTION ratelimit.unschedule_cleanup()
+RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    removed integer := 0;
+    job record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'pg_cron') THEN
+        RAISE EXCEPTION 'pg_cron is not installed in database %', pg_catalog.current_database()
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    FOR job IN EXECUTE 'SELECT jobid FROM cron.job WHERE jobname LIKE ''ratelimit-cleanup-%'' '
+                       'AND database = pg_catalog.current_database()' LOOP
+        EXECUTE 'SELECT cron.unschedule($1::bigint)' USING job.jobid;
+        removed := removed + 1;
+    END LOOP;
+    RETURN removed;
+END
 $$;
 
 ------------------------------------------------------------------------------------------------

@@ -223,6 +223,8 @@ UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh_definitions EXCEPT TABLE upgraded_definitions) AS f
 ORDER BY 2, 1;
 
+-- The drop-ins left in place still count, so their cleanup jobs are listed where they are.
+SELECT job_name, command FROM ratelimit.cleanup_jobs();
 
 -- The documented step: each app's extension takes its drop-ins over, rows and all.
 CREATE EXTENSION ratelimit_rpc_limits;

@@ -132,7 +132,7 @@ BEGIN
             USING ERRCODE = 'duplicate_object',
                   DETAIL = 'They are not ratelimit''s: your app''s own limiter, or another app''s drop-ins. Nothing was changed.',
                   HINT = 'To keep their rows, follow "Installing over your own limiter" in docs/migrating.md '
-                         '(rename them, CREATE EXTENSION ' || p_extension || ', copy the rows in); or install '
+                         '(move them to another schema with ALTER ... SET SCHEMA, which takes their indexes along; CREATE EXTENSION ' || p_extension || '; copy the rows in); or install '
                          'into another schema: CREATE EXTENSION ' || p_extension || ' SCHEMA <schema>.';
     END IF;
     -- The tables and their indexes (whose names the new tables' constraints take) are renamed,

@@ -12,7 +12,7 @@ DROP EXTENSION IF EXISTS ratelimit CASCADE;
 DROP SCHEMA IF EXISTS sliding_window;
 CREATE EXTENSION ratelimit;
 
-SELECT plan(15);
+SELECT plan(17);
 
 -- Without a drop-in extension, only the native key states have a cleanup job.
 SELECT is(ARRAY(SELECT job_name FROM ratelimit.cleanup_jobs()), ARRAY['ratelimit-cleanup-key-state'],
@@ -88,7 +88,19 @@ SELECT is((SELECT count(*)::integer FROM rpc_rate_limits WHERE rpc_name = 'live'
           + (SELECT count(*)::integer FROM sliding_window.rate_limit_buckets WHERE key = 'live'), 3,
           'rows that still count are kept');
 
-SELECT is(ratelimit.unschedule_cleanup(), 4, 'unschedule_cleanup removes the four jobs');
+-- A dropped drop-in extension's job would fail at every run: scheduling again removes it, and
+-- unschedule_cleanup removes every ratelimit-cleanup-* job, one left over from such an
+-- extension too.
+DROP EXTENSION ratelimit_sliding_window_limits;
+SELECT is(ARRAY(SELECT job_name FROM ratelimit.schedule_cleanup('* * * * *') ORDER BY 1),
+          ARRAY['ratelimit-cleanup-expired-rate-limits', 'ratelimit-cleanup-key-state',
+                'ratelimit-cleanup-rpc-rate-limits'],
+          'after DROP EXTENSION ratelimit_sliding_window_limits, scheduling again schedules the other three');
+SELECT is((SELECT count(*)::integer FROM cron.job WHERE jobname = 'ratelimit-cleanup-old-rate-limit-buckets'), 0,
+          'and removes the dropped extension''s job');
+SELECT cron.schedule('ratelimit-cleanup-old-rate-limit-buckets', '0 0 * * *',
+                     'SELECT sliding_window.cleanup_old_rate_limit_buckets()') IS NOT NULL AS scheduled \gset
+SELECT is(ratelimit.unschedule_cleanup(), 4, 'unschedule_cleanup removes the four jobs, the dropped extension''s too');
 SELECT is((SELECT count(*)::integer FROM cron.job WHERE jobname LIKE 'ratelimit-%'), 0,
           'no job is left');
 
@@ -99,5 +111,5 @@ SELECT throws_ok('SELECT * FROM ratelimit.schedule_cleanup()', '55000',
                  'schedule_cleanup explains that pg_cron is missing');
 
 SELECT * FROM finish();
-DROP EXTENSION ratelimit_rpc_limits, ratelimit_endpoint_limits, ratelimit_sliding_window_limits, ratelimit;
+DROP EXTENSION ratelimit_rpc_limits, ratelimit_endpoint_limits, ratelimit;
 DROP SCHEMA sliding_window;
