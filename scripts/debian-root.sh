@@ -209,16 +209,25 @@ run_in_root() {
 
 # Copies the working tree into the root, leaving out what git ignores (build products of
 # this system's major must never meet the root's) and keeping the root's own build products
-# and node_modules, so that a run there rebuilds only what changed.
+# and node_modules, so that a run there rebuilds only what changed. What changed is decided by
+# content, and a file copied gets the time of the copy, not the source's: several clones (or
+# branches) share a root, and a source older than the root's object file built from another
+# tree's version of it would otherwise not be rebuilt, leaving a library made of two trees.
 sync_into_root() {
     local major="$1" dir
     dir="$(make_root "$major")"
+    # A copy made before copies went by content may hold such a library: it starts again.
+    if [ ! -e "$dir$root_source/.synced-by-content" ]; then
+        rm -rf "${dir:?}$root_source"
+    fi
     mkdir -p "$dir$root_source"
     command -v rsync >/dev/null || {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsync >/dev/null
     }
-    rsync -a --delete --exclude=/.git --exclude=node_modules --filter=':- .gitignore' \
-        "$repository/" "$dir$root_source/"
+    rsync --recursive --links --perms --devices --specials --checksum --delete \
+        --exclude=/.git --exclude=node_modules --filter='P /.synced-by-content' \
+        --filter=':- .gitignore' "$repository/" "$dir$root_source/"
+    touch "$dir$root_source/.synced-by-content"
 }
 
 [ "$#" -ge 1 ] || usage

@@ -129,6 +129,9 @@ enum class ConflictWait { kWaitAlways, kAfterInsert };
 bool key_conflict(const KeyStateTable& table, const StateKey& key, ItemPointer own,
                   ConflictWait wait) {
     for (;;) {
+        // Each round waits for another transaction or follows one that changed the key: a
+        // cancel or statement_timeout is honoured between rounds.
+        CHECK_FOR_INTERRUPTS();
         ScanKeyData scan_keys[2];
         const int count = primary_key_scan_keys(table, key, scan_keys);
         SnapshotData dirty;
@@ -433,6 +436,9 @@ void close_key_state_table(KeyStateTable* table) {
 }
 
 void read_key_row(const KeyStateTable& table, const StateKey& key, StoredKeyRow* row) {
+    // A decision reads again whenever another transaction wrote the key first: the retries
+    // stay cancellable.
+    CHECK_FOR_INTERRUPTS();
     row->found = false;
     if (table.empty_in_recovery)
         return;
