@@ -30,3 +30,56 @@ AS $$
     GROUP BY s.policy, s.counted
     ORDER BY s.policy, s.counted DESC
 $$;
+
+-- A refund's cost above what one call could take is refused on the router, as refund refuses
+-- it on a shard (ratelimit 0.7.0 answers a consume or peek of such a cost with a denial).
+CREATE FUNCTION ratelimit_router.refund_arguments(p_key text, p_limit integer, p_period interval,
+    p_cost integer, p_algorithm text, p_engine text, p_burst integer, p_time_zone text)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_refund_arguments';
+
+-- consume, peek and refund share one body: p_call says which.
+CREATE OR REPLACE FUNCTION ratelimit_router.routed_native_call(p_call text, p_key text, p_limit integer,
+    p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer,
+    p_time_zone text)
+RETURNS ratelimit.decision
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_hash integer;
+    v_policy text;
+BEGIN
+    IF p_call = 'refund' THEN
+        PERFORM ratelimit_router.refund_arguments(p_key, p_limit, p_period, p_cost, p_algorithm,
+                                                  p_engine, p_burst, p_time_zone);
+    ELSE
+        PERFORM ratelimit_router.limit_arguments(p_key, p_limit, p_period, p_cost, p_algorithm,
+                                                 p_engine, p_burst, p_time_zone);
+    END IF;
+    v_hash := ratelimit_router.routing_hash(p_key);
+    FOR v_attempt IN 1 .. 2 LOOP
+        BEGIN
+            IF p_call = 'consume' THEN
+                RETURN ratelimit_router.shard_consume(v_hash, p_key, p_limit, p_period, p_cost,
+                                                      p_algorithm, p_engine, p_burst, p_time_zone);
+            ELSIF p_call = 'peek' THEN
+                RETURN ratelimit_router.shard_peek(v_hash, p_key, p_limit, p_period, p_cost,
+                                                   p_algorithm, p_engine, p_burst, p_time_zone);
+            ELSE
+                RETURN ratelimit_router.shard_refund(v_hash, p_key, p_limit, p_period, p_cost,
+                                                     p_algorithm, p_engine, p_burst, p_time_zone);
+            END IF;
+        EXCEPTION
+            WHEN query_canceled OR OTHERS THEN
+                v_policy := ratelimit_router.after_shard_error(v_attempt, SQLSTATE, SQLERRM);
+                IF v_policy = 'raise' THEN
+                    RAISE;
+                ELSIF v_policy = 'retry' THEN
+                    CONTINUE;
+                END IF;
+                RETURN ratelimit_router.unavailable_decision(v_policy = 'allow', p_limit);
+        END;
+    END LOOP;
+END;
+$$;

@@ -135,6 +135,13 @@ RETURNS void
 LANGUAGE c STABLE
 AS '$libdir/ratelimit', 'ratelimit_router_limit_arguments';
 
+-- refund's: the same, and a cost above what one call could take refused, as refund refuses it.
+CREATE FUNCTION ratelimit_router.refund_arguments(p_key text, p_limit integer, p_period interval,
+    p_cost integer, p_algorithm text, p_engine text, p_burst integer, p_time_zone text)
+RETURNS void
+LANGUAGE c STABLE
+AS '$libdir/ratelimit', 'ratelimit_router_refund_arguments';
+
 CREATE FUNCTION ratelimit_router.many_arguments(p_keys text[], p_limit integer, p_period interval,
     p_cost integer, p_algorithm text, p_engine text, p_burst integer, p_time_zone text)
 RETURNS void
@@ -166,8 +173,13 @@ DECLARE
     v_hash integer;
     v_policy text;
 BEGIN
-    PERFORM ratelimit_router.limit_arguments(p_key, p_limit, p_period, p_cost, p_algorithm, p_engine,
-                                             p_burst, p_time_zone);
+    IF p_call = 'refund' THEN
+        PERFORM ratelimit_router.refund_arguments(p_key, p_limit, p_period, p_cost, p_algorithm,
+                                                  p_engine, p_burst, p_time_zone);
+    ELSE
+        PERFORM ratelimit_router.limit_arguments(p_key, p_limit, p_period, p_cost, p_algorithm,
+                                                 p_engine, p_burst, p_time_zone);
+    END IF;
     v_hash := ratelimit_router.routing_hash(p_key);
     FOR v_attempt IN 1 .. 2 LOOP
         BEGIN

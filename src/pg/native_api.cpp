@@ -305,6 +305,12 @@ Datum limit_arguments_body(FunctionCallInfo fcinfo) {
     return static_cast<Datum>(0);
 }
 
+// refund's, which also refuses a cost above what one call could take, as refund does.
+Datum refund_arguments_body(FunctionCallInfo fcinfo) {
+    require_cost_for(read_limit_call(fcinfo), Action::kRefund);
+    return static_cast<Datum>(0);
+}
+
 Datum many_arguments_body(FunctionCallInfo fcinfo) {
     key_array_argument(fcinfo, 0, "p_key");
     read_limit(fcinfo);
@@ -576,6 +582,7 @@ RATELIMIT_SQL_FUNCTION(ratelimit_reset, ratelimit::pg::reset_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block, ratelimit::pg::block_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_block_arguments, ratelimit::pg::block_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_limit_arguments, ratelimit::pg::limit_arguments_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_router_refund_arguments, ratelimit::pg::refund_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_many_arguments, ratelimit::pg::many_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_reset_arguments, ratelimit::pg::reset_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_consume_all, ratelimit::pg::consume_all_body)
