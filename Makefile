@@ -32,6 +32,7 @@ PG_OBJS = \
 	src/pg/arguments.o \
 	src/pg/calendar_window.o \
 	src/pg/clock.o \
+	src/pg/denial_queue.o \
 	src/pg/drop_in_rules.o \
 	src/pg/guard.o \
 	src/pg/jwt_caller.o \
@@ -104,10 +105,12 @@ WARNINGS = -Wall -Wextra -Werror -Wno-register
 PG_CONFIG ?= pg_config
 # PostgreSQL's own headers are system headers to us: our warnings apply to our code only.
 PG_CPPFLAGS = -Iinclude -Isrc -isystem $(shell $(PG_CONFIG) --includedir-server)
-PG_CXXFLAGS = -std=c++17 $(WARNINGS)
+# -MMD: each object's header dependencies in a .d file beside it, so that a changed header
+# rebuilds every object that includes it (PGXS tracks none without a server built for it).
+PG_CXXFLAGS = -std=c++17 $(WARNINGS) -MMD -MP
 SHLIB_LINK = -lstdc++
 
-EXTRA_CLEAN = build test/unit/core_unit_tests test/concurrency/concurrency_tests results regression.diffs regression.out
+EXTRA_CLEAN = build $(OBJS:.o=.d) test/unit/core_unit_tests test/concurrency/concurrency_tests results regression.diffs regression.out
 
 # No JIT bitcode: the extension's functions are not inlining candidates, and this keeps the
 # build free of a clang requirement.
@@ -115,6 +118,8 @@ override with_llvm = no
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+-include $(OBJS:.o=.d)
 
 build/ratelimit--$(EXTVERSION).sql: $(INSTALL_SOURCES) ratelimit.control
 	@mkdir -p build

@@ -478,8 +478,9 @@ LANGUAGE c VOLATILE PARALLEL SAFE ROWS 4
 AS 'MODULE_PATHNAME', 'ratelimit_memory_stats_by_database';
 
 ------------------------------------------------------------------------------------------------
--- Metrics: policy_stats gains near_limit and denials_not_logged (new columns: the function and
--- its view are made again), and metrics() writes the counters in the Prometheus text format.
+-- Metrics: policy_stats gains near_limit, denials_not_logged and counted (new columns: the
+-- function and its view are made again), and metrics() writes the counters in the Prometheus
+-- text format.
 ------------------------------------------------------------------------------------------------
 
 DROP VIEW ratelimit.policy_stats;
@@ -487,7 +488,7 @@ DROP FUNCTION ratelimit.policy_stats();
 
 CREATE FUNCTION ratelimit.policy_stats()
 RETURNS TABLE(policy text, allowed bigint, denied bigint, shadow_denied bigint, since timestamptz,
-              near_limit bigint, denials_not_logged bigint)
+              near_limit bigint, denials_not_logged bigint, counted boolean)
 LANGUAGE c VOLATILE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ratelimit_policy_stats';
 

@@ -72,7 +72,7 @@ SELECT error_of($$SELECT * FROM check_rate_limit('k', 0, 60, 1)$$);
 SELECT error_of($$SELECT * FROM check_rate_limit('k', NULL, 60, 1)$$);
 SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 0, 1)$$);
 SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 31536001, 1)$$);
-SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 60, 0)$$);
+SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 60, -1)$$);
 SELECT error_of($$SELECT * FROM check_rate_limit('k', 5, 60, 6)$$);
 SELECT error_of($$SELECT * FROM check_rate_limit('k', 2147483648, 60, 1)$$);
 SELECT error_of($$SELECT * FROM check_rate_limit_tiers(NULL, 'a@b.c')$$);

@@ -134,8 +134,12 @@ run_suite pgtap "pgTAP (pg_prove)" pgtap
 run_suite node "TypeScript edge helper (Node, pg)" bash test/node/run.sh
 run_suite concurrency "concurrency (libpq, real connections)" concurrency
 run_suite cron "pg_cron cleanup jobs (pg_prove)" cron
-# ratelimit.metrics() and the exporter's queries, scraped by the real prometheus-postgres-exporter.
-run_suite metrics "metrics (promtool, prometheus-postgres-exporter)" bash test/metrics/exporter.sh
+# ratelimit.metrics() and the exporter's queries, scraped by the real prometheus-postgres-exporter;
+# then the policy counters running out, on a cluster of their own.
+metrics() {
+    bash test/metrics/exporter.sh && bash test/metrics/policy_counters.sh
+}
+run_suite metrics "metrics (promtool, prometheus-postgres-exporter; own cluster)" metrics
 # ratelimit.pre_request() in PostgREST's transactions, on a primary and a hot standby of its own.
 run_suite postgrest "PostgREST pre-request hook (own primary and hot standby)" bash test/postgrest/pre_request.sh
 # ratelimit_router: a router and two shards (PL/Proxy), and a server to compare with.

@@ -22,8 +22,9 @@
 //                          the current window's, never exceed N (at most 2N in any span P).
 //  token_bucket            at most B + floor(N·d/P) units in any span of length d: a bucket of B
 //                          tokens refilled continuously at N per P.
-//  gcra                    the same decisions as the token bucket with the same N, P and B,
-//                          kept as one theoretical arrival time instead of tokens and a clock.
+//  gcra                    the token bucket's decisions with the same N, P and B, its state
+//                          and its rule for a changed limit: GCRA's theoretical arrival time is
+//                          the bucket seen from the other side, and a key keeps one of them.
 //
 // A charge (Action::kCharge) counts units whatever remains, for work already done (tokens an
 // answer used, bytes sent); what goes past the limit is carried forward, so that the calls that
@@ -39,7 +40,7 @@
 //  sliding_window_counter  the current window's units, which then weigh in the next window as
 //                          the previous window's.
 //  token_bucket            the tokens go below zero (a debt the refill repays first).
-//  gcra                    the theoretical arrival time moves ahead past the tolerance.
+//  gcra                    the same (its arrival time moves ahead past the tolerance).
 // What a key may owe beyond a full allowance is bounded by what it works off in kMaxWindow; a
 // charge beyond is forgotten. `remaining` is never reported below 0.
 //
@@ -122,9 +123,15 @@ void require_calendar_algorithm(Algorithm algorithm);
 Limit make_limit(Algorithm algorithm, std::int64_t limit, Micros period,
                  std::optional<std::int64_t> burst);
 
-// Throws ArgumentError (p_cost) unless 0 <= cost and a call of `cost` could ever be allowed
-// (cost <= N, or <= B for the bucket algorithms).
-void require_valid_cost(const Limit& limit, std::int64_t cost);
+// Whether a call of `cost` could ever be allowed: cost <= N, or <= B for the bucket algorithms.
+// A consume or peek of a cost that could not is denied for good (Decision::never), as the peers
+// (redis-cell, Gubernator, Upstash, rate-limiter-flexible) and the policy calls answer it.
+bool cost_could_be_allowed(const Limit& limit, std::int64_t cost) noexcept;
+
+// The most one call can take: B for the bucket algorithms, N otherwise; and the argument that
+// sets it ("p_burst" or "p_limit").
+std::int64_t allowance(const Limit& limit) noexcept;
+const char* allowance_argument(const Limit& limit) noexcept;
 
 // Throws ArgumentError (clock) unless 0 <= now <= kMaxInstant.
 void require_valid_instant(Micros now);
@@ -162,9 +169,9 @@ constexpr Micros sliding_log_cell(Micros period) noexcept {
 //                                 carry = the previous window's units
 //  token_bucket                   instant = last refill,          amount = whole tokens,
 //                                 carry = fraction of a token, in 1/P
-//  gcra                           instant = theoretical arrival time (whole µs),
-//                                 carry = its fraction, in 1/N µs,
-//                                 amount = the instant of the last write
+//  gcra                           as token_bucket (a 0.5.0 state, measured_limit 0:
+//                                 instant = theoretical arrival time in whole µs,
+//                                 carry = its fraction, in 1/N µs)
 //  sliding_window                 log, oldest first
 // A state whose algorithm differs from the one asked for is read as fresh (its block stays).
 struct KeyState {
@@ -177,9 +184,9 @@ struct KeyState {
     // token_bucket and gcra: the limit (N) and period (P) the state was measured in; 0 when
     // unknown (a state written before they were kept), read as the limit asked for. A state
     // measured under another N or P is converted before deciding, as it stood at its last
-    // write: the units it holds (tokens, or a theoretical arrival time's debt) are kept,
-    // rounded against the caller, and capped at the new burst, and refill at the new rate
-    // from then on, so an edited limit applies to the very next call in both directions.
+    // write: the units still available then (whole tokens, the fraction rounded against the
+    // caller) are kept, capped at the new burst, and refill at the new rate from then on, so an
+    // edited limit applies to the very next call in both directions, alike for both algorithms.
     std::int64_t measured_limit = 0;
     Micros measured_period = 0;
 
@@ -201,6 +208,9 @@ struct Decision {
     Micros reset_after = 0;      // the wait until the key is back to its full allowance
     bool state_changed = false;  // the call wrote the key's state: the engine must store it
     bool blocked = false;        // denied because the key is blocked (now < blocked_until)
+    // Denied for good: the cost is more than the key could ever allow (N, or B for the bucket
+    // algorithms), so there is no time to wait for (retry_after is 0 and means nothing).
+    bool never = false;
 };
 
 // What a caller can do to a key under a limit. A denied consume changes nothing (a delayed one

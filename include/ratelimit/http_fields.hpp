@@ -111,6 +111,9 @@ bool valid_quota_unit(std::string_view unit);
 // A period in words, for messages: "minute", "hour", "15 minutes", "90 seconds".
 std::string describe_period_ms(std::int64_t period_ms);
 
+// A limit in words, for messages: "1 request per minute", "10 requests per 15 minutes".
+std::string describe_limit(std::int64_t limit, std::int64_t period_ms);
+
 // An instant (µs since the Unix epoch, 0..kMaxInstant) as ISO 8601 in UTC with milliseconds,
 // the milliseconds truncated: "2026-03-01T10:00:00.000Z".
 std::string iso8601_utc(Micros at);

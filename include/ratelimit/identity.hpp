@@ -27,12 +27,28 @@ struct SubClaim {
     std::string text;  // the decoded string when kind == kString
 };
 
-// Resolves the caller exactly in the order auth.uid() does: a non-empty
-// request.jwt.claim.sub first (nullptr: setting absent), then the "sub" member of a non-empty
-// request.jwt.claims (`claims_sub` empty: that setting absent or empty). Returns nullopt for an
-// anonymous caller (no sub, or sub is JSON null). Throws ArgumentError naming the setting when
-// the claims are not a JSON object or the sub is present but not a UUID: a malformed identity
-// is never treated as anonymous.
+// Where the caller's sub came from: the setting to name in an error.
+struct Subject {
+    std::string text;
+    const char* setting = "";  // "request.jwt.claim.sub" or "request.jwt.claims"
+};
+
+// The caller's subject, found in the order auth.uid() looks: a non-empty request.jwt.claim.sub
+// first (nullptr: setting absent), then the "sub" member of a non-empty request.jwt.claims
+// (`claims_sub` empty: that setting absent or empty). The sub is text as the identity provider
+// wrote it: Supabase's UUIDs, and Auth0's "auth0|…", Firebase's, Clerk's and Cognito's ids
+// alike. Returns nullopt for an anonymous caller (no sub, or sub is JSON null). Throws
+// ArgumentError naming the setting when the claims are not a JSON object or the sub is empty or
+// not a string: a malformed identity is never treated as anonymous.
+std::optional<Subject> resolve_subject(const char* claim_sub_setting,
+                                       const std::optional<SubClaim>& claims_sub);
+
+// The subject where it is kept as a uuid (the Supabase apps' drop-ins, whose tables and
+// parameters are auth.uid()'s type): throws ArgumentError naming the setting when it is not a
+// UUID. Text keys (policies, routes) take any subject: see resolve_subject.
+std::optional<Uuid> subject_uuid(const std::optional<Subject>& subject);
+
+// resolve_subject, then subject_uuid.
 std::optional<Uuid> resolve_caller(const char* claim_sub_setting,
                                    const std::optional<SubClaim>& claims_sub);
 

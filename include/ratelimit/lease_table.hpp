@@ -29,10 +29,21 @@ constexpr std::int64_t kMinLeaseCapacity = kLeasePartitions;
 constexpr std::int64_t kMaxLeaseSlotsPerPartition = 1 << 16;
 constexpr std::int64_t kMaxLeaseCapacity = kLeasePartitions * kMaxLeaseSlotsPerPartition;
 
+// Who took a lease: only the same database, by the same role (or a role with its privileges),
+// may release it by its identifier.
+struct LeaseOwner {
+    std::uint32_t database = 0;
+    std::uint32_t role = 0;
+    bool operator==(const LeaseOwner& other) const noexcept {
+        return database == other.database && role == other.role;
+    }
+};
+
 struct LeaseSlot {
     KeyHash key;
     std::uint64_t id = 0;       // 0: free
     std::uint64_t session = 0;  // the holding backend's session token
+    LeaseOwner owner;
     Micros acquired_at = 0;
     Micros expires_at = 0;  // 0: no maximum hold time
     std::int64_t units = 0;
@@ -66,9 +77,11 @@ class LeaseTable {
     // (those not past their maximum hold time at `now`). `expires_at` is the lease's end (0:
     // none); `random` supplies the identifier's unguessable bits.
     LeaseAnswer acquire(int partition, const KeyHash& key, std::int64_t limit, std::int64_t units,
-                        Micros now, Micros expires_at, std::uint64_t session,
-                        std::uint32_t random) noexcept;
+                        Micros now, Micros expires_at, std::uint64_t session, std::uint32_t random,
+                        LeaseOwner owner = {}) noexcept;
 
+    // Who holds lease `id` at `now`; nullopt when it is not held.
+    std::optional<LeaseOwner> owner_of(int partition, std::uint64_t id, Micros now) const noexcept;
     // Ends lease `id`; false when it is not held (released, past its hold time, never taken).
     bool release(int partition, std::uint64_t id, Micros now) noexcept;
     // Ends lease `id` only if `session` holds it: what a transaction's end releases, so that an

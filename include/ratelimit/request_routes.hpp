@@ -48,6 +48,9 @@ struct RouteRequest {
 struct RouteChecks {
     std::vector<std::string> policies;
     std::vector<std::string> keys;
+    // A matching route is keyed by the user (user, user_or_ip): only then does the request's
+    // identity matter, so only then may a malformed one refuse the request.
+    bool uses_user = false;
 };
 
 RouteChecks match_routes(const std::vector<RequestRoute>& routes, const RouteRequest& request);

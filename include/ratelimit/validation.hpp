@@ -27,6 +27,10 @@ void require_batch_size(const std::string& argument, std::size_t count);
 // Throws ArgumentError unless value > 0.
 void require_positive(const std::string& argument, std::int64_t value);
 
+// The one rule for a cost (p_cost of every call that takes one, an estimate, an actual cost):
+// throws ArgumentError unless cost >= 0.
+void require_non_negative_cost(const std::string& argument, std::int64_t cost);
+
 // A window given as a count of `unit` (e.g. minutes): must be > 0 and at most kMaxWindow.
 // Returns the window in microseconds.
 Micros window_length(const std::string& argument, std::int64_t count, Micros unit);

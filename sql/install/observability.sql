@@ -10,10 +10,12 @@ AS 'MODULE_PATHNAME', 'ratelimit_record_outcomes';
 -- first counted call, or reset_policy_stats). A call that skipped a policy (allow list, bypass)
 -- counts as allowed. near_limit: allowed calls that left the key with more than
 -- ratelimit.near_limit_ratio of the limit used; denials_not_logged: denials of a log_denials
--- policy the denial log did not record (sampled out, or the log is off).
+-- policy the denial log did not record (sampled out, the log off, its queue full, a standby).
+-- counted = false: calls that found no counter (policy NULL), and each policy without one
+-- (counts NULL), listed when the database ran out of room (ratelimit.policy_counters).
 CREATE FUNCTION ratelimit.policy_stats()
 RETURNS TABLE(policy text, allowed bigint, denied bigint, shadow_denied bigint, since timestamptz,
-              near_limit bigint, denials_not_logged bigint)
+              near_limit bigint, denials_not_logged bigint, counted boolean)
 LANGUAGE c VOLATILE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ratelimit_policy_stats';
 

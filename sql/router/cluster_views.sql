@@ -18,7 +18,7 @@ $$;
 
 CREATE FUNCTION ratelimit_router.shard_policy_stats()
 RETURNS TABLE(shard text, policy text, allowed bigint, denied bigint, shadow_denied bigint,
-              since timestamptz, near_limit bigint, denials_not_logged bigint)
+              since timestamptz, near_limit bigint, denials_not_logged bigint, counted boolean)
 LANGUAGE plproxy
 AS $$
     CLUSTER 'ratelimit_router';
@@ -28,17 +28,18 @@ AS $$
     FROM ratelimit.policy_stats() AS s;
 $$;
 
--- Each policy's counters over all shards; since is the earliest shard's.
+-- Each policy's counters over all shards; since is the earliest shard's. Rows with counted =
+-- false (calls that found no counter on a shard, and policies without one) add up apart.
 CREATE FUNCTION ratelimit_router.policy_stats()
 RETURNS TABLE(policy text, allowed bigint, denied bigint, shadow_denied bigint, since timestamptz,
-              near_limit bigint, denials_not_logged bigint)
+              near_limit bigint, denials_not_logged bigint, counted boolean)
 LANGUAGE sql
 AS $$
     SELECT s.policy, sum(s.allowed)::bigint, sum(s.denied)::bigint, sum(s.shadow_denied)::bigint,
-           min(s.since), sum(s.near_limit)::bigint, sum(s.denials_not_logged)::bigint
+           min(s.since), sum(s.near_limit)::bigint, sum(s.denials_not_logged)::bigint, s.counted
     FROM ratelimit_router.shard_policy_stats() AS s
-    GROUP BY s.policy
-    ORDER BY s.policy
+    GROUP BY s.policy, s.counted
+    ORDER BY s.policy, s.counted DESC
 $$;
 
 CREATE FUNCTION ratelimit_router.shard_top_offenders(p_limit integer)

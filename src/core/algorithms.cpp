@@ -408,7 +408,7 @@ void bucket_level(const Limit& l, const KeyState& s, std::int64_t* tokens,
 }
 
 // `go`, for a charge: the instant the charged call goes, when it is later than now (a delay,
-// Limit::max_delay); 0 otherwise. The same in gcra().
+// Limit::max_delay); 0 otherwise.
 Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action,
                      bool fresh, Micros go) {
     const Micros p = l.period;
@@ -487,71 +487,34 @@ Outcome token_bucket(const Limit& l, KeyState& s, Micros now, std::int64_t cost,
 
 // ---- gcra -----------------------------------------------------------------------------------
 
-// The theoretical arrival time of a state measured under another N or P, in the units of `l`
-// (scaled by its N). The debt at the state's last write (its `amount`), D in 1/N_m µs, is
-// D / P_m units owed; the same units owed under `l`, rounded up and at most a full bucket,
-// are owed from that instant on. Converting at a fixed instant, as the token bucket does,
-// keeps every later decision (and so every wait reported) the same whenever it is asked.
-Wide converted_arrival(const Limit& l, const KeyState& s) noexcept {
-    const Wide n_m = measured_limit(l, s);
-    const Micros p_m = measured_period(l, s);
-    const Micros written = s.amount;
-    const Wide debt = Wide(s.instant) * n_m + s.carry - Wide(written) * n_m;
-    const Wide tolerance = Wide(l.burst) * l.period;
-    Wide owed = 0;
-    if (debt > 0) {
-        // Compared before multiplying, so that no product can overflow.
-        owed = debt >= ceil_div(tolerance * p_m, l.period) ? tolerance
-                                                           : ceil_div(debt * l.period, p_m);
-    }
-    return Wide(written) * l.limit + owed;
+// GCRA is the token bucket kept as a theoretical arrival time: for the same N, P and B the two
+// allow exactly the same calls. Since 0.6.0 a gcra key keeps the bucket's own state (the level
+// at its last write), so that one rule, the bucket's, converts a key whose limit changed: the
+// units still available are kept (bucket_level). A 0.5.0 state (measured_limit 0) holds the
+// arrival time itself, in instant and carry (1/N µs); it is read in the limit asked for.
+
+// Whether `s` is a gcra state as 0.5.0 wrote it.
+bool arrival_time_state(const KeyState& s) noexcept {
+    return s.algorithm == Algorithm::kGcra && s.measured_limit == 0;
 }
 
-Outcome gcra(const Limit& l, KeyState& s, Micros now, std::int64_t cost, Action action, bool fresh,
-             Micros go) {
-    const Micros p = l.period;
-    const Wide n = l.limit;
-    // Instants scaled by N, so that the emission interval P/N is the integer P.
-    const Wide now_scaled = Wide(now) * n;
-    const Wide tat = fresh                      ? now_scaled
-                     : measured_otherwise(l, s) ? converted_arrival(l, s)
-                                                : Wide(s.instant) * n + s.carry;
-    const Wide base = std::max(tat, now_scaled);
-    const Wide tolerance = Wide(l.burst) * p;
-    const Wide next = base + Wide(cost) * p;
-    Outcome out;
-    out.allowed = next - now_scaled <= tolerance;
-    Wide after = base;
-    bool write = false;
-    if (action == Action::kConsume && out.allowed && cost > 0) {
-        after = next;
-        write = true;
-    } else if (action == Action::kRefund) {
-        after = std::max(now_scaled, base - Wide(cost) * p);
-        write = true;
-    } else if (action == Action::kCharge && cost > 0) {
-        // Charged whatever is left: the arrival time moves ahead past the tolerance, as far as
-        // the token bucket's debt (most_owed).
-        // A call that goes later is charged as a consume at that instant would be: from
-        // max(arrival time, go), as the token bucket gives up what it would refill past full.
-        const Wide charged_to = go > now ? std::max(next, Wide(go) * n + Wide(cost) * p) : next;
-        const Wide most = now_scaled + tolerance + Wide(most_owed(l)) * p;
-        out.cut = charged_to > most;
-        after = std::min(charged_to, most);
-        write = true;
-    }
-    if (write) {
-        s.instant = static_cast<Micros>(after / n);
-        s.carry = static_cast<std::int64_t>(after % n);
-        s.amount = now;  // the instant a later change of limit converts the debt at
-        s.measured_limit = l.limit;
-        s.measured_period = p;
-    }
-    const Wide left = tolerance - (after - now_scaled);
-    out.remaining = left <= 0 ? 0 : static_cast<std::int64_t>(left / p);
-    out.retry_at = static_cast<Micros>(ceil_div(next - tolerance, n));
-    out.reset_at = std::max(now, static_cast<Micros>(ceil_div(after, n)));
-    return out;
+// A 0.5.0 gcra state as the bucket state it stands for at `now`: what the arrival time leaves
+// available then, at most B, written at `now` in the units of `l`.
+KeyState bucket_state_of_arrival(const Limit& l, const KeyState& s, Micros now) noexcept {
+    const Wide tat = Wide(s.instant) * l.limit + s.carry;
+    const Wide debt = std::max<Wide>(0, tat - Wide(now) * l.limit);
+    const Wide level =
+        std::max<Wide>(Wide(-most_owed(l)) * l.period, Wide(l.burst) * l.period - debt);
+    Wide whole = level / l.period;  // floor: the fraction stays in [0, P)
+    if (level % l.period != 0 && level < 0)
+        --whole;
+    KeyState bucket = s;
+    bucket.instant = now;
+    bucket.amount = static_cast<std::int64_t>(whole);
+    bucket.carry = static_cast<std::int64_t>(level - whole * l.period);
+    bucket.measured_limit = l.limit;
+    bucket.measured_period = l.period;
+    return bucket;
 }
 
 // One algorithm's decision on `working` (the state, or a fresh one standing for it); `go` as
@@ -568,9 +531,8 @@ Outcome decide_algorithm(const Limit& limit, KeyState& working, Micros now, std:
         case Algorithm::kSlidingWindowCounter:
             return sliding_window_counter(limit, working, now, cost, action);
         case Algorithm::kTokenBucket:
-            return token_bucket(limit, working, now, cost, action, fresh, go);
         case Algorithm::kGcra:
-            return gcra(limit, working, now, cost, action, fresh, go);
+            return token_bucket(limit, working, now, cost, action, fresh, go);
         case Algorithm::kNone:
             break;
     }
@@ -698,14 +660,16 @@ Limit make_limit(Algorithm algorithm, std::int64_t limit, Micros period,
     return checked;
 }
 
-void require_valid_cost(const Limit& limit, std::int64_t cost) {
-    if (cost < 0)
-        throw ArgumentError::invalid("p_cost", "must not be negative");
-    const std::int64_t most = is_bucket(limit.algorithm) ? limit.burst : limit.limit;
-    if (cost > most)
-        throw ArgumentError::invalid(
-            "p_cost", "exceeds " + std::string(is_bucket(limit.algorithm) ? "p_burst" : "p_limit") +
-                          " (" + std::to_string(most) + "), so it could never be allowed");
+std::int64_t allowance(const Limit& limit) noexcept {
+    return is_bucket(limit.algorithm) ? limit.burst : limit.limit;
+}
+
+const char* allowance_argument(const Limit& limit) noexcept {
+    return is_bucket(limit.algorithm) ? "p_burst" : "p_limit";
+}
+
+bool cost_could_be_allowed(const Limit& limit, std::int64_t cost) noexcept {
+    return cost <= allowance(limit);
 }
 
 void require_valid_instant(Micros now) {
@@ -714,13 +678,29 @@ void require_valid_instant(Micros now) {
 }
 
 Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t cost, Action action) {
+    if ((action == Action::kConsume || action == Action::kPeek) &&
+        !cost_could_be_allowed(limit, cost)) {
+        // Denied for good, nothing charged or delayed: what a key stands at, and no wait.
+        KeyState unchanged = state;
+        Decision denied = decide(without_delay(limit), unchanged, now, 0, Action::kPeek);
+        denied.allowed = false;
+        denied.retry_after = 0;
+        denied.never = true;
+        denied.state_changed = false;
+        return denied;
+    }
     const bool fresh = state.algorithm != limit.algorithm;
+    const bool arrival = !fresh && arrival_time_state(state);
     // The algorithms edit the state only when they write, so they work on the caller's state
-    // directly (no copy on every decision); a state read as fresh is replaced instead, and only
-    // once something is written, so a peek or a denied call leaves it as it was.
-    KeyState fresh_state;
-    fresh_state.blocked_until = state.blocked_until;
-    KeyState& working = fresh ? fresh_state : state;
+    // directly (no copy on every decision); a state read as fresh, or a 0.5.0 gcra state read
+    // as the bucket's, is replaced instead, and only once something is written, so a peek or a
+    // denied call leaves it as it was.
+    KeyState replacement;
+    if (arrival)
+        replacement = bucket_state_of_arrival(limit, state, now);
+    else
+        replacement.blocked_until = state.blocked_until;
+    KeyState& working = fresh || arrival ? replacement : state;
     working.algorithm = limit.algorithm;
 
     const bool blocked = now < working.blocked_until;
@@ -740,8 +720,8 @@ Decision decide(const Limit& limit, KeyState& state, Micros now, std::int64_t co
 
     const bool written = action == Action::kRefund || (action == Action::kCharge && cost > 0) ||
                          (effective == Action::kConsume && out.allowed && cost > 0);
-    if (written && fresh)
-        state = std::move(fresh_state);
+    if (written && (fresh || arrival))
+        state = std::move(replacement);
     if (action == Action::kRefund || action == Action::kCharge) {
         // Report what a one-unit peek would say after the refund or charge.
         Decision after = decide(without_delay(limit), state, now, 1, Action::kPeek);
@@ -823,6 +803,13 @@ Micros idle_from(const Limit& limit, const KeyState& state) {
                    : state.carry > 0 ? state.instant + p
                                      : 0;
             break;
+        case Algorithm::kGcra:
+            if (arrival_time_state(state)) {
+                idle = static_cast<Micros>(
+                    ceil_div(Wide(state.instant) * limit.limit + state.carry, limit.limit));
+                break;
+            }
+            [[fallthrough]];
         case Algorithm::kTokenBucket: {
             std::int64_t tokens = 0;
             std::int64_t fraction = 0;
@@ -833,17 +820,10 @@ Micros idle_from(const Limit& limit, const KeyState& state) {
                        : state.instant + static_cast<Micros>(ceil_div(missing, limit.limit));
             break;
         }
-        case Algorithm::kGcra: {
-            const Wide tat = measured_otherwise(limit, state)
-                                 ? converted_arrival(limit, state)
-                                 : Wide(state.instant) * limit.limit + state.carry;
-            idle = static_cast<Micros>(ceil_div(tat, limit.limit));
-            break;
-        }
     }
     // Calls behind the clock are decided at the state's latest instant, so it is not fresh
-    // before then (gcra does not clamp: its arrival time already bounds it).
-    if (state.algorithm != Algorithm::kNone && state.algorithm != Algorithm::kGcra)
+    // before then (a 0.5.0 arrival time already bounds itself).
+    if (state.algorithm != Algorithm::kNone && !arrival_time_state(state))
         idle = std::max(idle, state.instant);
     return std::max(idle, state.blocked_until);
 }

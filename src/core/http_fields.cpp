@@ -177,6 +177,11 @@ bool valid_quota_unit(std::string_view unit) {
     return true;
 }
 
+std::string describe_limit(std::int64_t limit, std::int64_t period_ms) {
+    return std::to_string(limit) + (limit == 1 ? " request per " : " requests per ") +
+           describe_period_ms(period_ms);
+}
+
 std::string describe_period_ms(std::int64_t ms) {
     static const std::pair<const char*, std::int64_t> kUnits[] = {{"day", 86400000},
                                                                   {"hour", 3600000},

@@ -45,15 +45,10 @@ std::optional<Uuid> parse_uuid(std::string_view text) {
     return out;
 }
 
-std::optional<Uuid> resolve_caller(const char* claim_sub_setting,
-                                   const std::optional<SubClaim>& claims_sub) {
-    if (is_set(claim_sub_setting)) {
-        std::optional<Uuid> id = parse_uuid(claim_sub_setting);
-        if (!id) {
-            throw ArgumentError::invalid("request.jwt.claim.sub", "must be a UUID");
-        }
-        return id;
-    }
+std::optional<Subject> resolve_subject(const char* claim_sub_setting,
+                                       const std::optional<SubClaim>& claims_sub) {
+    if (is_set(claim_sub_setting))
+        return Subject{claim_sub_setting, "request.jwt.claim.sub"};
     if (!claims_sub)
         return std::nullopt;
     switch (claims_sub->kind) {
@@ -63,13 +58,29 @@ std::optional<Uuid> resolve_caller(const char* claim_sub_setting,
         case SubClaim::Kind::kNull:
             return std::nullopt;
         case SubClaim::Kind::kString:
-            if (std::optional<Uuid> id = parse_uuid(claims_sub->text))
-                return id;
-            break;
+            if (claims_sub->text.empty())
+                throw ArgumentError::invalid("request.jwt.claims", "has an empty \"sub\" claim");
+            return Subject{claims_sub->text, "request.jwt.claims"};
         case SubClaim::Kind::kOtherValue:
             break;
     }
-    throw ArgumentError::invalid("request.jwt.claims", "has a \"sub\" claim that is not a UUID");
+    throw ArgumentError::invalid("request.jwt.claims",
+                                 "has a \"sub\" claim that is not a string or null");
+}
+
+std::optional<Uuid> subject_uuid(const std::optional<Subject>& subject) {
+    if (!subject)
+        return std::nullopt;
+    if (std::optional<Uuid> id = parse_uuid(subject->text))
+        return id;
+    if (std::strcmp(subject->setting, "request.jwt.claim.sub") == 0)
+        throw ArgumentError::invalid(subject->setting, "must be a UUID");
+    throw ArgumentError::invalid(subject->setting, "has a \"sub\" claim that is not a UUID");
+}
+
+std::optional<Uuid> resolve_caller(const char* claim_sub_setting,
+                                   const std::optional<SubClaim>& claims_sub) {
+    return subject_uuid(resolve_subject(claim_sub_setting, claims_sub));
 }
 
 void require_may_act_on(const std::string& argument, const UserIdCaller& caller,

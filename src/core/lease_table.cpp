@@ -13,7 +13,7 @@ struct LeaseTable::Header {
 namespace {
 
 constexpr std::size_t kHeaderBytes = 64;  // the slots start on their own cache line
-static_assert(sizeof(LeaseSlot) == 56, "a lease slot is seven words");
+static_assert(sizeof(LeaseSlot) == 64, "a lease slot is eight words");
 
 std::int64_t per_partition(std::int64_t capacity) noexcept {
     const std::int64_t clamped = std::clamp(capacity, kMinLeaseCapacity, kMaxLeaseCapacity);
@@ -80,7 +80,8 @@ int LeaseTable::partition_of_lease(std::uint64_t id) const noexcept {
 
 LeaseAnswer LeaseTable::acquire(int partition, const KeyHash& key, std::int64_t limit,
                                 std::int64_t units, Micros now, Micros expires_at,
-                                std::uint64_t session, std::uint32_t random) noexcept {
+                                std::uint64_t session, std::uint32_t random,
+                                LeaseOwner owner) noexcept {
     LeaseAnswer answer;
     std::optional<Micros> next_expiry;
     const std::int64_t held = in_flight(partition, key, now, &next_expiry);
@@ -97,6 +98,7 @@ LeaseAnswer LeaseTable::acquire(int partition, const KeyHash& key, std::int64_t 
         slot.key = key;
         slot.id = make_id(partition, i, random);
         slot.session = session;
+        slot.owner = owner;
         slot.acquired_at = now;
         slot.expires_at = expires_at;
         slot.units = units;
@@ -107,6 +109,16 @@ LeaseAnswer LeaseTable::acquire(int partition, const KeyHash& key, std::int64_t 
     }
     answer.table_full = true;
     return answer;
+}
+
+std::optional<LeaseOwner> LeaseTable::owner_of(int partition, std::uint64_t id,
+                                               Micros now) const noexcept {
+    if (partition_of_lease(id) != partition)
+        return std::nullopt;
+    const LeaseSlot& slot = partition_slots(partition)[id & 0xffff];
+    if (slot.id != id || !lease_live(slot, now))
+        return std::nullopt;
+    return slot.owner;
 }
 
 bool LeaseTable::release(int partition, std::uint64_t id, Micros now) noexcept {

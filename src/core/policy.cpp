@@ -18,17 +18,8 @@ bool is_digit(char c) noexcept {
     return c >= '0' && c <= '9';
 }
 
-bool is_bucket(Algorithm algorithm) noexcept {
-    return algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kGcra;
-}
-
 bool unexpired(const std::optional<Micros>& expires_at, Micros now) noexcept {
     return !expires_at || *expires_at > now;
-}
-
-// What a call of `cost` must fit in under `limit`: the burst for the buckets, else the limit.
-std::int64_t allowance(const Limit& limit) noexcept {
-    return is_bucket(limit.algorithm) ? limit.burst : limit.limit;
 }
 
 // The outcomes every answer starts from: the requests skipped before the plan ended were let

@@ -75,6 +75,8 @@ RouteChecks match_routes(const std::vector<RequestRoute>& routes, const RouteReq
         if (holds(checks.policies, route.policy))
             continue;
         std::string key;
+        if (route.key == RouteKey::kUser || route.key == RouteKey::kUserOrIp)
+            checks.uses_user = true;
         switch (route.key) {
             case RouteKey::kUser:
                 if (!request.user)

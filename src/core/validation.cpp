@@ -29,6 +29,12 @@ void require_positive(const std::string& argument, std::int64_t value) {
     }
 }
 
+void require_non_negative_cost(const std::string& argument, std::int64_t cost) {
+    if (cost < 0)
+        throw ArgumentError::invalid(argument,
+                                     "must not be negative (got " + std::to_string(cost) + ")");
+}
+
 Micros window_length(const std::string& argument, std::int64_t count, Micros unit) {
     require_positive(argument, count);
     Micros length = 0;

@@ -1,5 +1,6 @@
 #include "pg/calendar_window.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "pg/clock.hpp"
@@ -64,11 +65,21 @@ pg_tz* find_time_zone(const char* argument, std::string_view name, ZoneCache* ca
         // kept too.
         call_postgres([&] { zone = pg_tzset(terminated); });
     }
-    if (zone == nullptr)
+    if (zone == nullptr) {
+        // PST, CEST, IST...: an abbreviation stands for an offset (and several zones), not for
+        // a zone whose midnights and daylight saving a calendar window can follow.
+        const bool abbreviation =
+            name.size() >= 2 && name.size() <= 6 &&
+            std::all_of(name.begin(), name.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
         throw ArgumentError::invalid(
             argument,
             "must name a time zone PostgreSQL knows, such as Europe/Berlin or UTC (got \"" +
-                std::string(name.substr(0, 64)) + "\")");
+                std::string(name.substr(0, 64)) + "\"" +
+                (abbreviation ? ": an abbreviation is not a zone; give its full name, such as "
+                                "America/Los_Angeles for PST (see pg_timezone_names)"
+                              : "") +
+                ")");
+    }
     std::memcpy(cache->name, name.data(), name.size());
     cache->length = static_cast<int>(name.size());
     cache->zone = zone;

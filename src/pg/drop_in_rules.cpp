@@ -110,7 +110,11 @@ void define_drop_in_settings() {
 std::optional<Engine> drop_in_engine() {
     if (engine_setting == kAppTables)
         return std::nullopt;
-    return static_cast<Engine>(engine_setting - 1);
+    const auto engine = static_cast<Engine>(engine_setting - 1);
+    if (engine == Engine::kMemory)
+        require_memory_engine("ratelimit.dropin_engine = memory",
+                              "set ratelimit.dropin_engine to table or unlogged");
+    return engine;
 }
 
 Datum drop_in_space(DropInSpace space) {

@@ -144,7 +144,7 @@ void scan_claims(const char* claims, ClaimsScan* scan) {
 
 }  // namespace
 
-std::optional<Uuid> jwt_caller() {
+std::optional<Subject> jwt_subject() {
     const char* claim_sub = nullptr;
     const char* claims = nullptr;
     ClaimsScan scan;
@@ -163,7 +163,11 @@ std::optional<Uuid> jwt_caller() {
         if (scan.text != nullptr)
             sub->text = scan.text;
     }
-    return resolve_caller(claim_sub, sub);
+    return resolve_subject(claim_sub, sub);
+}
+
+std::optional<Uuid> jwt_caller() {
+    return subject_uuid(jwt_subject());
 }
 
 bool in_jwt_role() {

@@ -8,7 +8,12 @@
 
 namespace ratelimit::pg {
 
-// nullopt for an anonymous caller; throws ArgumentError for a malformed identity.
+// The request's subject as text (any identity provider's form); nullopt for an anonymous
+// caller; throws ArgumentError for malformed claims.
+std::optional<Subject> jwt_subject();
+
+// The subject as a uuid, for the Supabase apps' uuid columns and parameters: nullopt for an
+// anonymous caller; throws ArgumentError for malformed claims or a sub that is not a UUID.
 std::optional<Uuid> jwt_caller();
 
 // Whether the session's current role (the one SET ROLE chose, as PostgREST does per request,

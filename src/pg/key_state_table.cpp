@@ -8,6 +8,7 @@ extern "C" {
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xlog.h"
 #include "access/genam.h"
 #include "catalog/index.h"
 #include "executor/executor.h"
@@ -400,6 +401,12 @@ void open_key_state_table(Oid schema, Engine engine, bool writing, const char* f
         PreventCommandIfParallelMode(function_name);
     }
     table->lock_mode = writing ? RowExclusiveLock : AccessShareLock;
+    if (engine == Engine::kUnlogged && RecoveryInProgress()) {
+        // A standby answers what it can: an unlogged key is empty there (see the header).
+        (void)require_relation(table_name(engine), schema);
+        table->empty_in_recovery = true;
+        return;
+    }
     table->heap = table_open(require_relation(table_name(engine), schema), table->lock_mode);
     table->has_policy = check_shape(table->heap);
     table->primary_key =
@@ -427,6 +434,8 @@ void close_key_state_table(KeyStateTable* table) {
 
 void read_key_row(const KeyStateTable& table, const StateKey& key, StoredKeyRow* row) {
     row->found = false;
+    if (table.empty_in_recovery)
+        return;
     ItemPointerData tid;
     (void)find_row(table, key, &tid, row);
 }

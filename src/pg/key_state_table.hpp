@@ -73,6 +73,9 @@ struct KeyStateTable {
     // False for a table of a version before 0.6.0 (no policy column, primary key (key)): it
     // serves the native API's keys until ALTER EXTENSION ratelimit UPDATE.
     bool has_policy = true;
+    // The unlogged table on a hot standby: only its empty init fork exists there, so it holds
+    // no key, and it is not opened at all (reading it would fail as if storage were lost).
+    bool empty_in_recovery = false;
 };
 
 // The relation `name` of the extension in `schema`; an ERROR (42P01, with a hint to reinstall)

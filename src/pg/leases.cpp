@@ -29,6 +29,7 @@ extern "C" {
 #include "access/htup_details.h"
 #include "access/xact.h"
 #include "funcapi.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/typcache.h"
@@ -190,6 +191,31 @@ bool scope_argument(FunctionCallInfo fcinfo, int index) {
     return session;
 }
 
+// This call's database and role: the lease's owner.
+LeaseOwner current_owner() {
+    LeaseOwner owner;
+    call_postgres([&] {
+        owner.database = MyDatabaseId;
+        owner.role = GetUserId();
+    });
+    return owner;
+}
+
+// Refuses (42501) a release of a lease held in another database, or by a role whose
+// privileges the current one does not have: an identifier is not a capability.
+void require_may_release(const LeaseOwner& holder) {
+    const LeaseOwner caller = current_owner();
+    bool allowed = holder.database == caller.database;
+    if (allowed && holder.role != caller.role)
+        call_postgres([&] { allowed = has_privs_of_role(caller.role, holder.role); });
+    if (!allowed)
+        throw ArgumentError::not_allowed(
+            "p_lease",
+            "names a lease taken by another role or in another database: only its "
+            "own role (or one with that role's privileges), in its own database, may "
+            "release it");
+}
+
 // Takes `cost` of `limit` units for the key hashed `hash` when they fit, held by this
 // backend's transaction or session; a full partition is an error (53200).
 LeaseAnswer take_lease(const KeyHash& hash, std::int64_t limit, std::int64_t cost, Micros now,
@@ -198,9 +224,10 @@ LeaseAnswer take_lease(const KeyHash& hash, std::int64_t limit, std::int64_t cos
     held->reserve(held->size() + 1);  // noting the lease below cannot fail
     const int partition = LeaseTable::partition_of(hash);
     const std::uint32_t bits = random_bits();
+    const LeaseOwner owner = current_owner();
     const LeaseAnswer answer = with_partition(partition, [&](LeaseTable& table) {
         return table.acquire(partition, hash, limit, cost, now, max_hold ? now + max_hold : 0,
-                             session_token, bits);
+                             session_token, bits, owner);
     });
     if (answer.table_full) {
         const int capacity = capacity_setting;
@@ -280,7 +307,14 @@ Datum release_body(FunctionCallInfo fcinfo) {
     const auto id = static_cast<std::uint64_t>(PG_GETARG_INT64(0));
     const int partition = LeaseTable::attach(table_block()).partition_of_lease(id);
     const Micros now = clock_now();
-    const bool released = partition >= 0 && with_partition(partition, [&](LeaseTable& table) {
+    const std::optional<LeaseOwner> holder =
+        partition < 0 ? std::nullopt : with_partition(partition, [&](LeaseTable& table) {
+            return table.owner_of(partition, id, now);
+        });
+    if (holder)
+        require_may_release(*holder);
+    // Looked up again: the lease may have ended meanwhile (its identifier is never reused).
+    const bool released = holder && with_partition(partition, [&](LeaseTable& table) {
                               return table.release(partition, id, now);
                           });
     if (!released)

@@ -32,7 +32,8 @@
 // decides as fresh, and a clock that went back is time standing still, as everywhere else.
 // With ratelimit.memory_snapshot_interval set, the worker also writes the file every so many
 // seconds and the file is kept after loading, so a crash loses at most that interval;
-// otherwise the file is deleted once loaded and a crash starts empty.
+// otherwise the file is deleted once loaded and a crash starts empty. Each server has its own
+// store: a file that came with a base backup (a new standby, a restore) is not loaded.
 #include "pg/memory_engine.hpp"
 
 #include <algorithm>
@@ -41,6 +42,7 @@
 #include <cstring>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "pg/clock.hpp"
@@ -184,6 +186,16 @@ bool read_saved(FILE* file, SavedSlot& saved, pg_crc32c* crc) {
 // snapshot, and it is used only while snapshots are on: one left from when they were on must
 // not bring back old counts.
 void load_state_file() {
+    // A data directory made from a base backup starts with backup_label (its startup process
+    // renames it only later): a file beside it was copied from the server backed up, whose store
+    // it is, and would bring back counts that server may have reset since.
+    if (access("backup_label", F_OK) == 0) {
+        if (unlink(kStateFile) == 0)
+            ereport(LOG, (errmsg("ratelimit: \"%s\" came with a base backup and is another "
+                                 "server's: the memory engine starts empty",
+                                 kStateFile)));
+        return;
+    }
     if (snapshot_interval_setting == 0 && !stopped_cleanly()) {
         if (unlink(kStateFile) == 0)
             ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly and snapshots are "
@@ -281,17 +293,22 @@ void start_shared_memory() {
     }
 }
 
-[[noreturn]] void not_available() {
-    call_postgres([] {
+// `what` names what chose the memory engine, as the caller wrote it.
+[[noreturn]] void not_available(const std::string& what = "p_engine \"memory\"",
+                                const std::string& instead =
+                                    "use p_engine => 'table' or "
+                                    "'unlogged'") {
+    call_postgres([&] {
         ereport(ERROR,
                 (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("p_engine \"memory\" is not available: ratelimit is not in "
-                        "shared_preload_libraries"),
+                 errmsg("%s is not available: ratelimit is not in shared_preload_libraries",
+                        what.c_str()),
                  errdetail("The memory engine keeps its counters in shared memory, which only a "
                            "library loaded at server start can set up."),
                  errhint("Add ratelimit to shared_preload_libraries in postgresql.conf (for "
                          "example shared_preload_libraries = 'ratelimit') and restart the "
-                         "server, or use p_engine => 'table' or 'unlogged'.")));
+                         "server, or %s.",
+                         instead.c_str())));
     });
     throw std::logic_error("unreachable");
 }
@@ -462,6 +479,15 @@ void install_memory_engine() {
     previous_shmem_startup_hook = shmem_startup_hook;
     shmem_startup_hook = start_shared_memory;
     register_memory_worker();
+}
+
+bool memory_engine_available() {
+    return shared != nullptr;
+}
+
+void require_memory_engine(const std::string& what, const std::string& instead) {
+    if (shared == nullptr)
+        not_available(what, instead);
 }
 
 MemoryKey memory_key(const StateKey& state_key) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "pg/key_state_table.hpp"
 #include "pg/postgres.hpp"
@@ -27,6 +28,13 @@ struct MemoryKey {
     int partition = 0;
 };
 MemoryKey memory_key(const StateKey& key);
+
+// Whether the memory engine exists (the library was preloaded).
+bool memory_engine_available();
+
+// Raises 55000 unless the memory engine exists, naming `what` chose it (a policy, a setting)
+// and saying what to do `instead`; memory_key() raises the same for p_engine.
+void require_memory_engine(const std::string& what, const std::string& instead);
 
 // `room_clock` (when not -1) is the real clock when `now` runs ahead of it: room for a new key
 // is made at that instant (see Tenant::clock).

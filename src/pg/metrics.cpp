@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "pg/denial_queue.hpp"
 #include "pg/guard.hpp"
 #include "pg/memory_engine.hpp"
 #include "pg/policy_counters.hpp"
@@ -14,6 +15,7 @@
 
 extern "C" {
 #include "commands/dbcommands.h"
+#include "utils/lsyscache.h"
 }
 
 namespace ratelimit::pg {
@@ -21,8 +23,51 @@ namespace {
 
 using Type = MetricsText::Type;
 
-void policy_metrics(const std::string& database, const std::vector<PolicyCounts>& counts,
+// Calls of this database's policies that found no counter (ratelimit.policy_counters full, or
+// the database's share): their outcomes, and how many policies have no counter then.
+void uncounted_metrics(const std::string& database, const std::vector<PolicyCounts>& rows,
+                       MetricsText& text) {
+    text.family("ratelimit_policy_decisions_not_counted_total", Type::kCounter,
+                "Calls of this database's policies that found no per-policy counter "
+                "(ratelimit.policy_counters, ratelimit.policy_counters_database_share), by "
+                "outcome.");
+    std::int64_t policies_without = 0;
+    PolicyCounts uncounted;
+    for (const PolicyCounts& row : rows) {
+        if (row.counted)
+            continue;
+        if (row.has_counts)
+            uncounted = row;
+        else
+            ++policies_without;
+    }
+    const std::pair<const char*, std::int64_t> outcomes[] = {
+        {"allowed", uncounted.allowed},
+        {"denied", uncounted.denied},
+        {"shadow_denied", uncounted.shadow_denied}};
+    for (const auto& [outcome, value] : outcomes) {
+        text.sample("ratelimit_policy_decisions_not_counted_total",
+                    {{"database", database}, {"outcome", outcome}}, value);
+    }
+    text.family("ratelimit_policies_not_counted", Type::kGauge,
+                "Policies of this database without a counter while some of its calls found "
+                "none.");
+    text.sample("ratelimit_policies_not_counted", {{"database", database}}, policies_without);
+    text.family("ratelimit_policy_decisions_not_counted_elsewhere_total", Type::kCounter,
+                "Calls that found no counter in databases past the 128 counted apart, all "
+                "databases together.");
+    text.sample("ratelimit_policy_decisions_not_counted_elsewhere_total", {},
+                uncounted_elsewhere());
+}
+
+void policy_metrics(const std::string& database, const std::vector<PolicyCounts>& all,
                     MetricsText& text) {
+    std::vector<PolicyCounts> counts;
+    for (const PolicyCounts& row : all) {
+        if (row.counted)
+            counts.push_back(row);
+    }
+    uncounted_metrics(database, all, text);
     text.family("ratelimit_policy_decisions_total", Type::kCounter,
                 "Calls each policy decided in this database, by outcome (allowed, denied, "
                 "shadow_denied), since the policy's counters started.");
@@ -60,6 +105,24 @@ void policy_metrics(const std::string& database, const std::vector<PolicyCounts>
     text.family("ratelimit_near_limit_ratio", Type::kGauge,
                 "The ratelimit.near_limit_ratio setting of this session.");
     text.sample("ratelimit_near_limit_ratio", {}, near_limit_ratio());
+}
+
+// The denial log's queue (pg/denial_queue.hpp), all databases.
+void denial_queue_metrics(MetricsText& text) {
+    const DenialQueueStats stats = denial_queue_stats();
+    text.family("ratelimit_denial_queue_capacity", Type::kGauge,
+                "Denials the denial log's queue can hold (ratelimit.denial_queue_size).");
+    text.sample("ratelimit_denial_queue_capacity", {}, stats.capacity);
+    text.family("ratelimit_denial_queue_queued", Type::kGauge,
+                "Denials in the queue now: held by open transactions, or waiting for a writer.");
+    text.sample("ratelimit_denial_queue_queued", {}, stats.queued);
+    text.family("ratelimit_denial_queue_full_total", Type::kCounter,
+                "Denials the queue could not hold (counted as not logged unless the transaction "
+                "that denied wrote them and committed).");
+    text.sample("ratelimit_denial_queue_full_total", {}, stats.full);
+    text.family("ratelimit_denial_queue_written_total", Type::kCounter,
+                "Denial log rows the queue's writers wrote, for transactions that did not.");
+    text.sample("ratelimit_denial_queue_written_total", {}, stats.written);
 }
 
 void memory_metrics(const std::string& database, MetricsText& text) {
@@ -123,9 +186,11 @@ void memory_metrics(const std::string& database, MetricsText& text) {
     }
 }
 
-Datum metrics_body(FunctionCallInfo) {
+Datum metrics_body(FunctionCallInfo fcinfo) {
     std::string database;
+    Oid schema = InvalidOid;
     call_postgres([&] {
+        schema = get_func_namespace(fcinfo->flinfo->fn_oid);
         const char* name = get_database_name(MyDatabaseId);
         database = name != nullptr ? name : "";
     });
@@ -133,13 +198,14 @@ Datum metrics_body(FunctionCallInfo) {
     std::vector<PolicyCounts> counts;
     // The counters and the store live in shared memory: both exist only when the library was
     // preloaded, and then both do.
-    const bool preloaded = read_policy_counts(&counts);
+    const bool preloaded = read_policy_counts(schema, &counts);
     text.family("ratelimit_shared_memory_available", Type::kGauge,
                 "1 when ratelimit is in shared_preload_libraries (policy counters and the memory "
                 "engine exist), else 0.");
     text.sample("ratelimit_shared_memory_available", {}, std::int64_t{preloaded ? 1 : 0});
     if (preloaded) {
         policy_metrics(database, counts, text);
+        denial_queue_metrics(text);
         memory_metrics(database, text);
     }
     return text_datum(text.text());

@@ -105,7 +105,7 @@ LimitCall read_limit(FunctionCallInfo fcinfo) {
     if (!PG_ARGISNULL(6))
         burst = PG_GETARG_INT32(6);
     call.limit = make_limit(algorithm, limit, period, burst);
-    require_valid_cost(call.limit, call.cost);
+    require_non_negative_cost("p_cost", call.cost);
     if (call.engine == Engine::kMemory)
         require_memory_limit(call.limit);
     if (zone_given)
@@ -121,6 +121,16 @@ LimitCall read_limit(FunctionCallInfo fcinfo) {
 void calendar_window(LimitCall& call, Micros now) {
     if (call.calendar != CalendarUnit::kNone)
         set_calendar_window(call.limit, call.calendar, call.zone, now);
+}
+
+// A consume or peek of more than the key could ever allow is a denial (decide() makes it); a
+// refund of more than one call could ever have taken is a mistake.
+void require_cost_for(const LimitCall& call, Action action) {
+    if (action == Action::kRefund && !cost_could_be_allowed(call.limit, call.cost))
+        throw ArgumentError::invalid(
+            "p_cost", "exceeds " + std::string(allowance_argument(call.limit)) + " (" +
+                          std::to_string(allowance(call.limit)) +
+                          "): a refund gives back at most what one call could take");
 }
 
 LimitCall read_limit_call(FunctionCallInfo fcinfo) {
@@ -170,17 +180,19 @@ ZoneCache* zone_cache(FunctionCallInfo fcinfo) {
 
 constexpr int kDecisionColumns = 5;
 
-// The columns of a ratelimit.decision row.
-void decision_values(const Decision& decision, Datum* values) {
+// The columns of a ratelimit.decision row: retry_after_ms is NULL for a cost that could never
+// be allowed (there is no time to wait for).
+void decision_values(const Decision& decision, Datum* values, bool* nulls) {
     values[0] = BoolGetDatum(decision.allowed);
     values[1] = Int32GetDatum(static_cast<std::int32_t>(decision.limit));
     values[2] = Int32GetDatum(static_cast<std::int32_t>(decision.remaining));
     values[3] = Int64GetDatum(milliseconds_up(decision.retry_after));
+    nulls[3] = decision.never;
     values[4] = Int64GetDatum(milliseconds_up(decision.reset_after));
 }
 
-void decision_row_values(const void* rows, int index, Datum* values) {
-    decision_values(static_cast<const Decision*>(rows)[index], values);
+void decision_row_values(const void* rows, int index, Datum* values, bool* nulls) {
+    decision_values(static_cast<const Decision*>(rows)[index], values, nulls);
 }
 
 // Called inside call_postgres(): the descriptor of the rows the function returns.
@@ -194,7 +206,7 @@ TupleDesc decision_descriptor(FunctionCallInfo fcinfo) {
 Datum decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
     Datum values[kDecisionColumns];
     bool nulls[kDecisionColumns] = {false, false, false, false, false};
-    decision_values(decision, values);
+    decision_values(decision, values, nulls);
     Datum result = 0;
     call_postgres([&] {
         result = HeapTupleGetDatum(heap_form_tuple(decision_descriptor(fcinfo), values, nulls));
@@ -204,10 +216,12 @@ Datum decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
 
 // A ratelimit.decision[] of `count` decisions, built in one piece (row_array).
 Datum decision_array(FunctionCallInfo fcinfo, const Decision* decisions, std::size_t count) {
+    const bool any_never = std::any_of(decisions, decisions + count,
+                                       [](const Decision& decision) { return decision.never; });
     Datum result = 0;
     call_postgres([&] {
         result = row_array(decision_descriptor(fcinfo), static_cast<int>(count),
-                           decision_row_values, decisions);
+                           decision_row_values, decisions, any_never);
     });
     return result;
 }
@@ -235,6 +249,7 @@ StateEngine& native_engine(FunctionCallInfo fcinfo, Engine engine, const char* f
 
 Datum limit_call(FunctionCallInfo fcinfo, Action action) {
     LimitCall call = read_limit_call(fcinfo);
+    require_cost_for(call, action);
     if (action == Action::kConsume) {
         call.limit.max_delay = max_wait_argument(fcinfo);
         require_valid_limit(call.limit);
@@ -372,6 +387,8 @@ std::vector<TierCall> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost,
     const ArrayArgument bursts = array_argument(fcinfo, 5, "p_bursts", INT4OID, false);
     const ArrayArgument enforced = array_argument(fcinfo, 6, "p_enforced", BOOLOID, false);
     *cost = int32_argument(fcinfo, 7, "p_cost");
+    // A cost some tier could never allow is that tier's denial, made by the decision.
+    require_non_negative_cost("p_cost", *cost);
 
     const int count = keys.count;
     if (count < 1 || count > kMaxTiers)
@@ -430,13 +447,6 @@ std::vector<TierCall> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost,
                 throw ArgumentError::null(element_name("p_enforced", i));
             tier.enforced = DatumGetBool(enforced.values[i]);
         }
-        try {
-            require_valid_cost(tier.limit, *cost);
-        } catch (const ArgumentError& error) {
-            throw ArgumentError(
-                error.kind(), "p_cost",
-                std::string(error.what()) + " (for " + element_name("p_keys", i) + ")");
-        }
         for (int j = 0; j < i; ++j) {
             if (tiers[j].engine == tier.engine &&
                 text_bytes((*state_keys)[j].key) == text_bytes(tier_key))
@@ -487,6 +497,18 @@ Datum validate_limit_body(FunctionCallInfo fcinfo) {
         require_memory_limit(checked);
     if (zone_given)
         find_time_zone("p_time_zone", name_argument(fcinfo, 5, "p_time_zone"), zone_cache(fcinfo));
+    // Valid, but not on this server: say so now rather than at the first call (a policy row
+    // written here may be meant for another server, so it is not refused).
+    if (engine == Engine::kMemory && !memory_engine_available()) {
+        call_postgres([] {
+            ereport(WARNING,
+                    (errmsg("p_engine \"memory\" is not available on this server: ratelimit is "
+                            "not in shared_preload_libraries"),
+                     errdetail("Calls that use the memory engine fail here until it is."),
+                     errhint("Add ratelimit to shared_preload_libraries in postgresql.conf and "
+                             "restart the server, or use engine table or unlogged.")));
+        });
+    }
     PG_RETURN_VOID();
 }
 
@@ -517,6 +539,7 @@ Datum memory_stats_body(FunctionCallInfo fcinfo) {
 Decision native_call(FunctionCallInfo fcinfo, Action action, const char* function_name,
                      NativeCall* out) {
     LimitCall call = read_limit_call(fcinfo);
+    require_cost_for(call, action);
     EngineStorage storage;
     StateEngine& engine = native_engine(fcinfo, call.engine, function_name, storage);
     const StateKey key{native_space(), call.key};

@@ -13,6 +13,7 @@
 
 #include "pg/arguments.hpp"
 #include "pg/clock.hpp"
+#include "pg/denial_queue.hpp"
 #include "pg/guard.hpp"
 #include "pg/result_row.hpp"
 #include "pg/memory_engine.hpp"
@@ -231,9 +232,7 @@ PolicyCall read_policy_call(FunctionCallInfo fcinfo, const ArgumentNames& names,
         throw ArgumentError::invalid(names.keys, "must have as many elements as " + names.policies +
                                                      " (" + std::to_string(count) + ", got " +
                                                      std::to_string(keys.values.size()) + ")");
-    if (call.cost < 0)
-        throw ArgumentError::invalid("p_cost",
-                                     "must be at least 0 (got " + std::to_string(call.cost) + ")");
+    require_non_negative_cost("p_cost", call.cost);
     if (!PG_ARGISNULL(3)) {
         const std::string_view tier = name_argument(fcinfo, 3, "p_tier");
         call.tier = catalog.tier(tier);
@@ -301,8 +300,12 @@ PolicyPlan plan_call(const PolicyCall& call, Micros now) {
     try {
         plan = plan_policies(call.requests, call.tier, call.cost, now);
         for (const PolicyPlan::Checked& checked : plan.checked) {
-            if (call.requests[checked.request].rule->engine == Engine::kMemory)
+            const PolicyRule& rule = *call.requests[checked.request].rule;
+            if (rule.engine == Engine::kMemory) {
+                require_memory_engine("policy \"" + rule.name + "\" (engine memory)",
+                                      "move the policy to engine table or unlogged");
                 require_memory_limit(checked.limit);
+            }
         }
     } catch (const ArgumentError& error) {
         const std::string where = call.tier != nullptr ? "p_tier" : call.names.policies;
@@ -914,9 +917,7 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
     double draw = 0;
     if (size > 0)
         call_postgres([&] { draw = pg_prng_double(&pg_global_prng_state); });
-    // A read-only transaction (a GET through PostgREST, a hot standby) decides on the memory
-    // engine but cannot write the log: the denial is counted as not logged instead.
-    if (size <= 0 || !(draw < denial_log_sample_rate()) || XactReadOnly) {
+    if (size <= 0 || !(draw < denial_log_sample_rate())) {
         count_unlogged_denial(resolved.rule->name);
         return;
     }
@@ -925,8 +926,8 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
     bool bypass = false;
     const std::int64_t limit =
         effective_limit(rule, call.requests[request].key_override, call.tier, now, &bypass).limit;
-    const std::string message = "Rate limit exceeded: " + std::to_string(limit) + " requests per " +
-                                describe_period_ms((rule.period + 500) / 1000);
+    const std::string message =
+        "Rate limit exceeded: " + describe_limit(limit, (rule.period + 500) / 1000);
     std::vector<JsonMember> data(8);
     data[0].name = "identifier";
     data[0].kind = JsonMember::Kind::kString;
@@ -980,6 +981,23 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
                                      : std::string(ip_text);
     }
     const Datum event_data = jsonb_object(data);
+    // The queue (pg/denial_queue.hpp) carries the row to the log whatever becomes of this
+    // transaction; one that can write (not read only) also writes it now, so that its own
+    // commit shows it at once.
+    DenialRecord record;
+    record.policy = rule.name;
+    record.logged_at = now;
+    record.enforced = enforced;
+    record.log_size = size;
+    record.message = message;
+    const char* record_text = nullptr;
+    call_postgres(
+        [&] { record_text = DatumGetCString(DirectFunctionCall1(jsonb_out, event_data)); });
+    record.event_data = record_text;
+    const bool write_here = !XactReadOnly;
+    queue_denial(record, write_here);
+    if (!write_here)
+        return;
     const Datum status = text_datum(enforced ? "blocked" : "shadow");
     const Datum error_message = text_datum(message);
     call_postgres([&] {

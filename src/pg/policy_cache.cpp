@@ -459,6 +459,10 @@ const PolicyCatalog& policy_catalog(Oid schema) {
     return *catalog;
 }
 
+const PolicyCatalog* current_policy_catalog() {
+    return catalog_valid ? catalog : nullptr;
+}
+
 namespace {
 
 // ratelimit.policy_tables_changed(): the statement trigger on the tables of the cache that

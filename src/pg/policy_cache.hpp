@@ -62,4 +62,8 @@ struct PolicyCatalog {
 // The committed rows of the policy tables in `schema` (see the rules above).
 const PolicyCatalog& policy_catalog(Oid schema);
 
+// The copy this backend holds now, as it is (no invalidation taken in, nothing read), or null:
+// for code that runs while a call still uses the rules policy_catalog() gave it.
+const PolicyCatalog* current_policy_catalog();
+
 }  // namespace ratelimit::pg

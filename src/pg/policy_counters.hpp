@@ -9,12 +9,16 @@
 #include <vector>
 
 #include "pg/postgres.hpp"
+
+extern "C" {
+#include "port/atomics.h"
+}
 #include "ratelimit/policy.hpp"
 
 namespace ratelimit::pg {
 
-// Registers ratelimit.denial_log_size and ratelimit.denial_log_sample_rate (read by the
-// policy functions in SQL); called from _PG_init in every process.
+// Registers the counters' settings (ratelimit.policy_counters, its database share) and the
+// denial log's; called from _PG_init in every process.
 void define_policy_settings();
 
 // Requests the shared memory and locks; called from _PG_init only while
@@ -27,11 +31,22 @@ void install_policy_counters();
 void count_outcome(std::string_view policy, std::string_view subject, PolicyOutcome outcome,
                    Micros now, bool near_limit);
 
-// Counts a denial of a log_denials policy that the denial log did not record (sampled out, or
-// the log is off: ratelimit.denial_log_size = 0).
+// Counts a denial of a log_denials policy that the denial log did not record (sampled out, the
+// log is off, its queue was full, or the server is a standby).
 void count_unlogged_denial(std::string_view policy);
 
-// This database's counters, one row per policy counted; false without preloading.
+// The count a denial of `policy` not logged goes to, found now, so that it can be added to
+// where nothing may be looked up (a transaction's abort); null without preloading.
+pg_atomic_uint64* denials_not_logged_counter(std::string_view policy);
+
+// count_unlogged_denial for `database`, from a process of another database or none (the denial
+// log's workers): it looks nothing up in the catalogs.
+void count_unlogged_denial_in(Oid database, std::string_view policy);
+
+// This database's counters, one row per policy counted; false without preloading. When some
+// of its calls found no counter (ratelimit.policy_counters full, or the database's share), a row
+// with counted = false and no policy holds their counts, and one row per policy of the
+// database without a counter says so (counted = false, has_counts = false).
 struct PolicyCounts {
     std::string policy;
     std::int64_t allowed = 0;
@@ -40,8 +55,14 @@ struct PolicyCounts {
     std::int64_t near_limit = 0;
     std::int64_t denials_not_logged = 0;
     Micros since = 0;
+    bool counted = true;
+    bool has_counts = true;
 };
-bool read_policy_counts(std::vector<PolicyCounts>* counts);
+// `schema`: the extension's, where the policy tables are.
+bool read_policy_counts(Oid schema, std::vector<PolicyCounts>* counts);
+
+// Calls of databases beyond the ones counted apart that found no counter, all together.
+std::int64_t uncounted_elsewhere();
 
 // ratelimit.near_limit_ratio.
 double near_limit_ratio();

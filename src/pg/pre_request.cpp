@@ -341,8 +341,8 @@ void add_response_headers(const std::vector<std::pair<std::string, std::string>>
     const std::int64_t seconds = (answer.retry_after_ms + 999) / 1000;
     std::string details = "Rate limit exceeded";
     if (!answer.policy.empty() && answer.limit > 0 && answer.period_ms > 0) {
-        details = "Policy " + answer.policy + " allows " + std::to_string(answer.limit) +
-                  " requests per " + describe_period_ms(answer.period_ms) + ".";
+        details = "Policy " + answer.policy + " allows " +
+                  describe_limit(answer.limit, answer.period_ms) + ".";
     }
     const std::string message =
         "{\"code\": \"RATE_LIMITED\", \"message\": \"Too many requests\", \"details\": " +
@@ -384,9 +384,17 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
         routes.push_back(std::move(route));
     }
 
-    const std::optional<Uuid> user = jwt_caller();
-    if (user)
-        request.user = uuid_text(*user);
+    // The sub as text keys the routes whatever its form; a malformed identity is refused only
+    // if a matching route counts by user (below), so a request no such route matches passes.
+    std::optional<Subject> subject;
+    std::optional<ArgumentError> identity_error;
+    try {
+        subject = jwt_subject();
+    } catch (const ArgumentError& error) {
+        identity_error = error;
+    }
+    if (subject)
+        request.user = subject->text;
     std::optional<ClientAddress> ip;
     const std::string header_name =
         client_ip_header_setting != nullptr ? client_ip_header_setting : "";
@@ -400,6 +408,10 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
     const RouteChecks checks = match_routes(routes, request);
     if (checks.policies.empty())
         return static_cast<Datum>(0);
+    if (identity_error && checks.uses_user)
+        throw *identity_error;
+    // The access list keeps users as uuid: a sub of another form matches no user entry.
+    const std::optional<Uuid> user = subject ? parse_uuid(subject->text) : std::nullopt;
     const HttpAnswer answer = check_http(fcinfo, checks, user, ip);
     if (!answer.allowed)
         raise_too_many_requests(answer);

@@ -319,7 +319,7 @@ KeyCall read_key_call(FunctionCallInfo fcinfo) {
     KeyCall call;
     call.cost = int32_argument(fcinfo, 3, "p_cost");
     call.keys.push_back(key_limit(key, limit, window_seconds, "p_limit", "p_window_seconds"));
-    require_positive("p_cost", call.cost);
+    require_non_negative_cost("p_cost", call.cost);
     if (call.cost > limit) {
         throw ArgumentError::invalid("p_cost", "must not exceed p_limit (" + std::to_string(limit) +
                                                    "), got " + std::to_string(call.cost));

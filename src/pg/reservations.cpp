@@ -20,6 +20,7 @@
 #include "pg/shared_region.hpp"
 #include "pg/state_engines.hpp"
 #include "ratelimit/error.hpp"
+#include "ratelimit/validation.hpp"
 #include "ratelimit/reservation_table.hpp"
 
 extern "C" {
@@ -341,10 +342,11 @@ Datum reserve_body(FunctionCallInfo fcinfo) {
                          text_bytes(call.key), std::string_view());
     else
         give_back_slot(id);
-    return reservation_datum(fcinfo,
-                             decision.allowed ? std::optional<std::uint64_t>(id) : std::nullopt,
-                             decision.allowed, decision.limit, decision.remaining,
-                             decision.retry_after, decision.reset_after, call.now + hold);
+    return reservation_datum(
+        fcinfo, decision.allowed ? std::optional<std::uint64_t>(id) : std::nullopt,
+        decision.allowed, decision.limit, decision.remaining,
+        decision.never ? std::nullopt : std::optional<Micros>(decision.retry_after),
+        decision.reset_after, call.now + hold);
 }
 
 // The adjustment of a reservation made through a policy (reserve_policy): on the policy's own
@@ -460,9 +462,7 @@ std::uint64_t reservation_argument(FunctionCallInfo fcinfo) {
 Datum settle_body(FunctionCallInfo fcinfo) {
     const std::uint64_t id = reservation_argument(fcinfo);
     const std::int32_t actual = int32_argument(fcinfo, 1, "p_actual");
-    if (actual < 0)
-        throw ArgumentError::invalid("p_actual",
-                                     "must not be negative (got " + std::to_string(actual) + ")");
+    require_non_negative_cost("p_actual", actual);
     return settle(fcinfo, id, actual, "ratelimit.settle()");
 }
 

@@ -112,7 +112,7 @@ TupleDesc returned_row_descriptor(FunctionCallInfo fcinfo) {
     return desc;
 }
 
-Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows) {
+Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows, bool may_hold_nulls) {
     const int natts = desc->natts;
     Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * natts));
     bool* nulls = static_cast<bool*>(palloc0(sizeof(bool) * natts));
@@ -122,10 +122,11 @@ Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows) {
         if (attribute->attlen <= 0 || attribute->attisdropped)
             fixed = false;
     }
-    if (!fixed || count == 0) {
+    if (!fixed || count == 0 || may_hold_nulls) {
         Datum* elements = static_cast<Datum*>(palloc(sizeof(Datum) * (count > 0 ? count : 1)));
         for (int i = 0; i < count; ++i) {
-            fill(rows, i, values);
+            memset(nulls, 0, sizeof(bool) * natts);
+            fill(rows, i, values, nulls);
             elements[i] = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
         }
         return PointerGetDatum(
@@ -134,7 +135,7 @@ Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows) {
     // Every row has the same size, so row i sits at a fixed stride, aligned as construct_array
     // aligns a composite element. The first row is heap_form_tuple's own; every other row gets
     // a copy of its header (type, version and flags included) and its own columns.
-    fill(rows, 0, values);
+    fill(rows, 0, values, nulls);
     const HeapTuple first = heap_form_tuple(desc, values, nulls);
     const Size row_bytes = first->t_len;
     const Size header_bytes = first->t_data->t_hoff;
@@ -155,7 +156,7 @@ Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows) {
     char* data = ARR_DATA_PTR(array);
     memcpy(data, first->t_data, row_bytes);
     for (int i = 1; i < count; ++i) {
-        fill(rows, i, values);
+        fill(rows, i, values, nulls);
         char* row = data + stride * static_cast<Size>(i);
         memcpy(row, first->t_data, header_bytes);
         heap_fill_tuple(desc, values, nulls, row + header_bytes, row_bytes - header_bytes,

@@ -26,13 +26,15 @@ Datum text_datum(std::string_view value);
 // inside call_postgres().
 TupleDesc returned_row_descriptor(FunctionCallInfo fcinfo);
 
-// Writes row `index`'s column values (none NULL) into `values` (desc->natts of them).
-using RowValues = void (*)(const void* rows, int index, Datum* values);
+// Writes row `index`'s column values into `values` and marks its NULL columns in `nulls`
+// (desc->natts of each; `nulls` comes all false).
+using RowValues = void (*)(const void* rows, int index, Datum* values, bool* nulls);
 
 // An array of `count` rows of `desc`, the same bytes as construct_array() over heap_form_tuple()
-// rows, written in place in one allocation when every column is fixed-length (the decision
-// rows): nothing is allocated or copied per row. PostgreSQL code: call inside call_postgres().
-Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows);
+// rows, written in place in one allocation when every column is fixed-length and no row has a
+// NULL (`may_hold_nulls` false: the decision rows, as a rule): nothing is allocated or copied per
+// row. PostgreSQL code: call inside call_postgres().
+Datum row_array(TupleDesc desc, int count, RowValues fill, const void* rows, bool may_hold_nulls);
 
 // Deforms the composite argument `index` (not NULL) into `values` and `nulls`, `count` fields;
 // false, and nothing written, when its row type has another number of fields. PostgreSQL code:

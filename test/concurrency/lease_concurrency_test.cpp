@@ -164,5 +164,28 @@ TEST_F(Leases, TerminatedAndClosedHoldersGiveEveryUnitBack) {
         << "a terminated backend's leases end, in a transaction as in a session";
 }
 
+// A lease's identifier is no capability in another database: the same role there is refused
+// (42501) and the lease stays held, until its own database releases it.
+TEST_F(Leases, AnotherDatabaseCannotReleaseALease) {
+    const std::string other_database = "ratelimit_concurrency_other";
+    setup_.query("DROP DATABASE IF EXISTS " + other_database);
+    setup_.query("CREATE DATABASE " + other_database);
+    {
+        PgConnection other("dbname=" + other_database);
+        ASSERT_TRUE(other.connected()) << other.error_message();
+        other.query("CREATE EXTENSION ratelimit");
+        const std::string lease = scalar("SELECT lease_id FROM ratelimit.acquire('" + key_ +
+                                         "', 2, p_scope => 'session')");
+        const PgResult refused = other.exec("SELECT ratelimit.release(" + lease + ")");
+        EXPECT_FALSE(refused.ok());
+        EXPECT_EQ(refused.sqlstate(), "42501") << refused.describe();
+        EXPECT_EQ(in_flight(), 1) << "the lease is still held";
+        EXPECT_EQ(scalar("SELECT ratelimit.release(" + lease + ")"), "t")
+            << "its own database releases it";
+        EXPECT_EQ(in_flight(), 0);
+    }
+    setup_.query("DROP DATABASE " + other_database);
+}
+
 }  // namespace
 }  // namespace ratelimit_test

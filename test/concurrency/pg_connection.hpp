@@ -70,7 +70,10 @@ class PgResult {
 // One connection, opened with libpq's defaults, i.e. the PG* environment that test/run.sh sets.
 class PgConnection {
   public:
-    PgConnection() : conn_(PQconnectdb("application_name=ratelimit_concurrency_tests")) {
+    PgConnection() : PgConnection(std::string()) {}
+    // `options`: libpq connection options added to the environment's (PG*), e.g. "dbname=x".
+    explicit PgConnection(const std::string& options)
+        : conn_(PQconnectdb(("application_name=ratelimit_concurrency_tests " + options).c_str())) {
         // The tests assert on results, not on NOTICEs (DROP ... IF EXISTS sends some); keep
         // them out of GoogleTest's output.
         if (conn_) {

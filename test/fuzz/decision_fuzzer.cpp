@@ -5,8 +5,8 @@
 //
 // What must always hold (include/ratelimit/algorithms.hpp, memory_store.hpp):
 //  - make_limit either returns a limit inside the documented ranges or throws ArgumentError
-//    naming p_limit, p_period or p_burst; require_valid_cost likewise for p_cost, and the other
-//    argument checks (names, intervals, windows, key lengths, the clock) for theirs.
+//    naming p_limit, p_period or p_burst; require_non_negative_cost likewise for p_cost, and
+//    the other argument checks (names, intervals, windows, key lengths, the clock) for theirs.
 //  - 0 <= remaining <= limit (the burst for token_bucket and gcra); limit is that allowance.
 //  - retry_after is 0 when allowed and > 0 when denied; calling again exactly retry_after later
 //    is allowed and one microsecond earlier is not; reset_after >= 0, and at reset_after the key
@@ -195,14 +195,18 @@ std::optional<std::int64_t> read_cost(FuzzedDataProvider& in, const Limit& limit
             cost = static_cast<std::int32_t>(interesting_integer(in));
     }
     try {
-        require_valid_cost(limit, cost);
-        REQUIRE(cost >= 0 && cost <= allowance(limit));
-        return cost;
+        require_non_negative_cost("p_cost", cost);
+        REQUIRE(cost >= 0);
     } catch (const ArgumentError& error) {
         REQUIRE(error.kind() == ErrorKind::kInvalidArgument && error.argument() == "p_cost");
-        REQUIRE(cost < 0 || cost > allowance(limit));
+        REQUIRE(cost < 0);
         return std::nullopt;
     }
+    // A cost above the allowance is a denial for good (Decision::never), not a call to model.
+    REQUIRE(cost_could_be_allowed(limit, cost) == (cost <= allowance(limit)));
+    if (!cost_could_be_allowed(limit, cost))
+        return std::nullopt;
+    return cost;
 }
 
 Micros clamp_instant(Wide t) {
@@ -1034,7 +1038,7 @@ void check_policy_call(FuzzedDataProvider& in, const std::vector<Limit>& limits)
                 for (const PolicyPlan::Checked& c : plan.checked) {
                     REQUIRE(c.limit.limit >= 1 && c.limit.limit <= INT32_MAX);
                     REQUIRE(c.limit.burst >= 1 && c.limit.burst <= INT32_MAX);
-                    require_valid_cost(c.limit, cost);  // never refused: checked in the plan
+                    REQUIRE(cost_could_be_allowed(c.limit, cost));  // checked in the plan
                     checked.emplace_back(c.request, c.limit);
                     enforced.push_back(c.enforced);
                 }

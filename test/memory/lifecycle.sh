@@ -5,7 +5,9 @@
 #  - kill -9 of the postmaster comes back empty and working, or, with snapshots on, from the
 #    last snapshot; no lease survives kill -9 of its holding backend or of the postmaster;
 #  - a damaged state file is ignored: the server starts, empty;
-#  - a hot standby decides on the memory engine (its own store; nothing is replicated);
+#  - a hot standby decides on the memory engine (its own store; nothing is replicated): a
+#    snapshot file that came with its base backup is not loaded, and the unlogged engine's reads
+#    answer there (an unlogged key is empty on a standby);
 #  - without shared_preload_libraries the engine is an error that says what to change, and
 #    the table engines still work;
 #  - a full store (ratelimit.memory_capacity = 20000) never forgets a key that still counts: a
@@ -158,10 +160,28 @@ ok "$(grep -q 'ignoring .*ratelimit_memory.state.*format version 1, and this ver
     "$CLUSTER_DIR/server.log"; echo $?)" "and the log says which versions"
 
 # ---- a hot standby --------------------------------------------------------------------------
+# The primary saves snapshots, so its file is there when the base backup copies the data
+# directory: the standby must not take that copy for its own store.
+sql "ALTER SYSTEM SET ratelimit.memory_snapshot_interval = 1" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+consume copied 2 >/dev/null
+consume copied 2 >/dev/null
+sql "SELECT ratelimit.consume('ul-key', 5, '1 hour', p_engine => 'unlogged')" >/dev/null
+snapshot_mark="$(stat -c %Y "$(state_file)" 2>/dev/null || echo 0)"
+for _ in $(seq 1 50); do
+    [ "$(stat -c %Y "$(state_file)" 2>/dev/null || echo 0)" -gt "$snapshot_mark" ] && break
+    sleep 0.1
+done
+ok "$(test -e "$(state_file)"; echo $?)" "the primary's snapshot file is there for the base backup to copy"
 standby_dir="$CLUSTER_DIR/standby"
 standby_port="$(cluster_free_port)"
 cluster_as_postgres "$CLUSTER_BINDIR/pg_basebackup" -D "$standby_dir" -R -X stream \
     -h "$PGHOST" -p "$PGPORT" -U postgres
+ok "$(test -e "$standby_dir/pg_stat/ratelimit_memory.state"; echo $?)" "pg_basebackup copied it"
+# Reset on the primary after the copy: a standby loading the copy would keep the key spent.
+sql "SELECT ratelimit.reset('copied', 'memory')" >/dev/null
+sql "ALTER SYSTEM RESET ratelimit.memory_snapshot_interval" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
 {
     echo "port = $standby_port"
     echo "hot_standby = on"
@@ -175,6 +195,15 @@ trap 'stop_standby; cluster_stop' EXIT
 cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$standby_dir" -l "$CLUSTER_DIR/standby.log" \
     -w -t 60 start >/dev/null
 is "$(PGPORT=$standby_port sql 'SELECT pg_is_in_recovery()')" "t" "the standby is in recovery"
+is "$(PGPORT=$standby_port peek_remaining copied 2)" "2" \
+    "a snapshot that came with the base backup is not loaded: the key reset since is not spent there"
+ok "$(grep -q 'came with a base backup and is another server' "$CLUSTER_DIR/standby.log"; echo $?)" \
+    "and the standby's log says why it starts empty"
+is "$(PGPORT=$standby_port sql "SELECT allowed, remaining FROM ratelimit.peek('ul-key', 5, '1 hour', p_engine => 'unlogged')")" \
+    "t 5" "peek on the unlogged engine answers on a standby: an unlogged key is empty there"
+is "$(PGPORT=$standby_port sql "SELECT count(*) FROM unnest(ratelimit.peek_many(ARRAY['ul-key', 'other'], 5, '1 hour', p_engine => 'unlogged')) AS d WHERE d.remaining = 5")" \
+    "2" "so does peek_many"
+
 is "$(PGPORT=$standby_port consume on-standby 2)" "t 1" "a hot standby decides on the memory engine"
 is "$(PGPORT=$standby_port consume on-standby 2)" "t 0" "and counts"
 is "$(PGPORT=$standby_port consume on-standby 2)" "f 0" "and denies"
@@ -349,6 +378,17 @@ error="$(psql -X -A -t -q -c "SELECT * FROM ratelimit.memory_stats" 2>&1 || true
 ok "$(grep -q 'shared_preload_libraries' <<<"$error"; echo $?)" "so are its stats"
 is "$(sql "SELECT allowed FROM ratelimit.consume('k', 1, '1 hour')")" "t" \
     "the table engine works without preloading"
+# Each way to choose the memory engine names itself in the error.
+warning="$(psql -X -A -t -q -c "INSERT INTO ratelimit.policies (name, \"limit\", period, engine) VALUES ('mem.policy', 5, '1 minute', 'memory')" 2>&1 || true)"
+ok "$(grep -q 'WARNING:  p_engine "memory" is not available on this server' <<<"$warning"; echo $?)" \
+    "a memory policy written here is kept, with a WARNING that its calls will fail"
+error="$(psql -X -A -t -q -c "SELECT ratelimit.check('mem.policy', 'k')" 2>&1 || true)"
+ok "$(grep -q 'ERROR:  policy "mem.policy" (engine memory) is not available: ratelimit is not in shared_preload_libraries' <<<"$error"; echo $?)" \
+    "a call of it names the policy, not p_engine"
+error="$(psql -X -A -t -q -c "SET ratelimit.dropin_engine = memory" \
+    -c "SELECT * FROM check_rate_limit(p_key => 'k', p_limit => 5, p_window_seconds => 60)" 2>&1 || true)"
+ok "$(grep -q 'ERROR:  ratelimit.dropin_engine = memory is not available' <<<"$error"; echo $?)" \
+    "a drop-in on the memory engine names ratelimit.dropin_engine"
 cluster_stop
 
 echo "1..$checks"

@@ -6,7 +6,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION ratelimit;
 
-SELECT plan(18);
+SELECT plan(19);
 
 CREATE FUNCTION pg_temp.caller_of(p_claims text) RETURNS uuid LANGUAGE plpgsql AS $$
 BEGIN
@@ -39,7 +39,11 @@ FROM (VALUES ('[]', 'an array'), ('"sub"', 'a string'), ('{', 'an unclosed objec
              ('{"a":' || repeat('[', 600) || repeat(']', 600) || '}', 'claims nested 600 deep')) AS v(c, why);
 SELECT throws_ok(format('SELECT pg_temp.caller_of(%L)', c), '22023',
                  'request.jwt.claims has a "sub" claim that is not a UUID', why)
-FROM (VALUES ('{"sub":"nope"}', 'a sub that is no UUID'), ('{"sub":42}', 'a number'),
+FROM (VALUES ('{"sub":"nope"}', 'a sub that is no UUID'),
+             ('{"sub":"auth0|5f1c6d1e2a3b4c5d6e7f8091"}', 'an Auth0 sub, where a uuid is kept')) AS v(c, why);
+SELECT throws_ok(format('SELECT pg_temp.caller_of(%L)', c), '22023',
+                 'request.jwt.claims has a "sub" claim that is not a string or null', why)
+FROM (VALUES ('{"sub":42}', 'a number'),
              ('{"sub":["a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"]}', 'an array')) AS v(c, why);
 
 SELECT * FROM finish();

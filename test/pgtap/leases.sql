@@ -11,7 +11,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION ratelimit;
 SET LOCAL timezone = 'UTC';
 
-SELECT plan(22);
+SELECT plan(27);
 
 CREATE SCHEMA lease_test;
 CREATE TABLE lease_test.run AS
@@ -86,6 +86,37 @@ SELECT throws_ok($$SELECT ratelimit.acquire('k', 2, p_scope => 'forever')$$, '22
 SELECT throws_ok($$SELECT ratelimit.release(12345)$$, '22023', NULL,
                  'an identifier that was never a lease');
 SELECT is(ratelimit.in_flight('k'), 0, 'the refused calls hold nothing');
+
+-- 6. A lease is released only by the role that took it (or one with its privileges): its
+-- identifier alone is not enough. Another database is refused the same way
+-- (test/concurrency/lease_concurrency_test.cpp).
+CREATE ROLE lease_holder NOLOGIN;
+CREATE ROLE lease_other NOLOGIN;
+CREATE ROLE lease_admin NOLOGIN IN ROLE lease_holder;
+GRANT USAGE ON SCHEMA ratelimit, lease_test TO lease_holder, lease_other, lease_admin;
+GRANT EXECUTE ON FUNCTION ratelimit.acquire(text, integer, integer, text, interval),
+    ratelimit.release(bigint), ratelimit.in_flight(text) TO lease_holder, lease_other, lease_admin;
+GRANT EXECUTE ON FUNCTION lease_test.key(text) TO lease_holder, lease_other, lease_admin;
+GRANT SELECT ON lease_test.run TO lease_holder, lease_other, lease_admin;
+SET LOCAL ROLE lease_holder;
+CREATE TEMP TABLE held_by_holder AS SELECT lease_id FROM ratelimit.acquire(lease_test.key('owned'), 3);
+RESET ROLE;
+GRANT SELECT ON held_by_holder TO lease_other, lease_admin;
+SET LOCAL ROLE lease_other;
+SELECT throws_ok(format('SELECT ratelimit.release(%s)', (SELECT lease_id FROM held_by_holder)), '42501',
+                 'p_lease names a lease taken by another role or in another database: only its own role (or one with that role''s privileges), in its own database, may release it',
+                 'another role cannot release the lease (42501)');
+SELECT is(ratelimit.in_flight(lease_test.key('owned')), 1, 'and the lease is still held');
+RESET ROLE;
+SET LOCAL ROLE lease_admin;
+SELECT ok(ratelimit.release((SELECT lease_id FROM held_by_holder)),
+          'a role with the holder''s privileges (a member of it) may release it');
+RESET ROLE;
+SELECT is(ratelimit.in_flight(lease_test.key('owned')), 0, 'and then it is released');
+SET LOCAL ROLE lease_holder;
+CREATE TEMP TABLE held_again AS SELECT lease_id FROM ratelimit.acquire(lease_test.key('owned'), 3);
+SELECT ok(ratelimit.release((SELECT lease_id FROM held_again)), 'the holder releases its own lease');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;

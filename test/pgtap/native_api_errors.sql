@@ -8,7 +8,7 @@ CREATE EXTENSION ratelimit;
 SET LOCAL timezone = 'UTC';
 SET LOCAL ratelimit.test_clock = '2026-01-01 00:00:01+00';
 
-SELECT plan(477);
+SELECT plan(444);
 
 CREATE SCHEMA native_test;
 
@@ -92,17 +92,18 @@ INSERT INTO native_test.bad_calls (functions, changes, sqlstate, parameter, why)
     ('{decision}', '{"p_period": "''366 days''"}', '22023', 'p_period', 'above 365 days'),
     ('{decision}', '{"p_period": "''365 days 00:00:00.000001''"}', '22023', 'p_period', '365 days and 1 microsecond'),
     ('{decision}', '{"p_period": "''8761 hours''"}', '22023', 'p_period', '365 days and 1 hour, in hours'),
-    -- costs are 0..N (0..B for the buckets)
+    -- costs are 0 or more; a refund's at most N (B for the buckets), a consume's or peek's above
+    -- that is a denial (below)
     ('{decision}', '{"p_cost": "-1"}', '22023', 'p_cost', 'negative cost'),
     ('{decision}', '{"p_cost": "-2147483648"}', '22023', 'p_cost', 'smallest integer'),
-    ('{decision}', '{"p_cost": "4", "p_algorithm": "''fixed_window''"}', '22023', 'p_cost', 'cost above the limit can never be allowed'),
-    ('{decision}', '{"p_cost": "4", "p_algorithm": "''rolling_window''"}', '22023', 'p_cost', 'cost above the limit can never be allowed'),
-    ('{decision}', '{"p_cost": "4", "p_algorithm": "''sliding_window''"}', '22023', 'p_cost', 'cost above the limit can never be allowed'),
-    ('{decision}', '{"p_cost": "4", "p_algorithm": "''sliding_window_counter''"}', '22023', 'p_cost', 'cost above the limit can never be allowed'),
-    ('{decision}', '{"p_cost": "4", "p_algorithm": "''token_bucket''"}', '22023', 'p_cost', 'cost above the burst (= limit) can never be allowed'),
-    ('{decision}', '{"p_cost": "4", "p_algorithm": "''gcra''"}', '22023', 'p_cost', 'cost above the burst (= limit) can never be allowed'),
-    ('{decision}', '{"p_limit": "10", "p_burst": "2", "p_cost": "3", "p_algorithm": "''token_bucket''"}', '22023', 'p_cost', 'cost above the burst, below the limit'),
-    ('{decision}', '{"p_limit": "10", "p_burst": "2", "p_cost": "3", "p_algorithm": "''gcra''"}', '22023', 'p_cost', 'cost above the burst, below the limit'),
+    ('{refund}', '{"p_cost": "4", "p_algorithm": "''fixed_window''"}', '22023', 'p_cost', 'cost above the limit can never be allowed'),
+    ('{refund}', '{"p_cost": "4", "p_algorithm": "''rolling_window''"}', '22023', 'p_cost', 'cost above the limit can never be allowed'),
+    ('{refund}', '{"p_cost": "4", "p_algorithm": "''sliding_window''"}', '22023', 'p_cost', 'cost above the limit can never be allowed'),
+    ('{refund}', '{"p_cost": "4", "p_algorithm": "''sliding_window_counter''"}', '22023', 'p_cost', 'cost above the limit can never be allowed'),
+    ('{refund}', '{"p_cost": "4", "p_algorithm": "''token_bucket''"}', '22023', 'p_cost', 'cost above the burst (= limit) can never be allowed'),
+    ('{refund}', '{"p_cost": "4", "p_algorithm": "''gcra''"}', '22023', 'p_cost', 'cost above the burst (= limit) can never be allowed'),
+    ('{refund}', '{"p_limit": "10", "p_burst": "2", "p_cost": "3", "p_algorithm": "''token_bucket''"}', '22023', 'p_cost', 'cost above the burst, below the limit'),
+    ('{refund}', '{"p_limit": "10", "p_burst": "2", "p_cost": "3", "p_algorithm": "''gcra''"}', '22023', 'p_cost', 'cost above the burst, below the limit'),
     -- algorithms and engines by exact name
     ('{decision}', '{"p_algorithm": "''leaky_bucket''"}', '22023', 'p_algorithm', 'unknown algorithm'),
     ('{decision}', '{"p_algorithm": "''''"}', '22023', 'p_algorithm', 'empty algorithm'),
@@ -296,6 +297,22 @@ FROM unnest(ARRAY['ratelimit.consume(text, integer, interval, integer, text, tex
                   'ratelimit.reset(text, text)', 'ratelimit.block(text, interval, text)',
                   'ratelimit.cleanup_key_state(text)']) AS f
 WHERE has_function_privilege('native_probe', f, 'EXECUTE');
+
+-- A consume or peek of more than the key could ever allow (N, B for the buckets) is a denial
+-- for good, as the policies and the other limiters answer it: no wait (retry_after_ms NULL),
+-- nothing written.
+SELECT is((SELECT (d.allowed, d."limit", d.remaining, d.retry_after_ms)::text
+           FROM ratelimit.consume('native:never:' || a || ':' || e, 3, '10 seconds', 4, a, e) AS d),
+          '(f,3,3,)', format('consume of 4 under 3 on %s, %s: denied, with no retry time', a, e))
+FROM unnest(ARRAY['fixed_window', 'rolling_window', 'sliding_window', 'sliding_window_counter',
+                  'token_bucket', 'gcra']) AS a, unnest(ARRAY['table', 'unlogged']) AS e;
+SELECT is((SELECT (d.allowed, d."limit", d.remaining, d.retry_after_ms)::text
+           FROM ratelimit.peek('native:never:' || a, 10, '10 seconds', 3, a, 'table', 2) AS d),
+          '(f,2,2,)', format('peek of 3 above a burst of 2 on %s: denied, with no retry time', a))
+FROM unnest(ARRAY['token_bucket', 'gcra']) AS a;
+SELECT is((SELECT count(*) FROM ratelimit.key_state WHERE key LIKE 'native:never:%')
+          + (SELECT count(*) FROM ratelimit.key_state_unlogged WHERE key LIKE 'native:never:%'), 0::bigint,
+          'and none of them wrote a row');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -554,7 +554,7 @@ SELECT throws_ok($$SELECT ratelimit.check('rpc.auth', 'k', 1, 'gold')$$, '22023'
 SELECT throws_ok($$SELECT ratelimit.check('rpc.auth', '')$$, '22023', 'p_key must not be empty', 'empty key');
 SELECT throws_ok($$SELECT ratelimit.check('rpc.auth', repeat('k', 300))$$, '22023',
                  'p_key must be at most 256 bytes long, got 300', 'key too long');
-SELECT throws_ok($$SELECT ratelimit.check('rpc.auth', 'k', -1)$$, '22023', 'p_cost must be at least 0 (got -1)', 'negative cost');
+SELECT throws_ok($$SELECT ratelimit.check('rpc.auth', 'k', -1)$$, '22023', 'p_cost must not be negative (got -1)', 'negative cost');
 SELECT throws_ok($$SELECT ratelimit.check_all('{}', '{}')$$, '22023', 'p_policies must have 1 to 16 elements (got 0)', 'no policies');
 SELECT throws_ok($$SELECT ratelimit.check_all(ARRAY['rpc.auth', 'rpc.game'], ARRAY['k'])$$, '22023',
                  'p_keys must have as many elements as p_policies (2, got 1)', 'arrays of different lengths');

@@ -184,7 +184,7 @@ SELECT is(prl_test.left('rp.plain', prl_test.key('rolled')), 10,
 
 -- 28-31. Bad input: errors naming the argument, nothing charged.
 SELECT throws_ok($$SELECT ratelimit.reserve_policy('rp.plain', 'k', -1)$$, '22023',
-                 'p_estimate must be at least 0 (got -1)', 'a negative estimate');
+                 'p_estimate must not be negative (got -1)', 'a negative estimate');
 SELECT throws_ok($$SELECT ratelimit.reserve_policy('rp.plain', 'k', NULL)$$, '22004',
                  'p_estimate must not be NULL', 'a NULL estimate');
 SELECT throws_ok($$SELECT ratelimit.reserve_policy('rp.nowhere', 'k', 1)$$, '22023',

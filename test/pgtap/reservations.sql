@@ -217,9 +217,9 @@ SELECT is((SELECT ROW(allowed, "limit", remaining, retry_after_ms, reset_after_m
           'a denied one too, with no reservation');
 
 -- 36-40. Bad input: an error naming the argument, nothing changed.
-SELECT throws_ok($$SELECT ratelimit.reserve('k', 10, '1 minute', 11)$$, '22023',
-                 'p_estimate exceeds p_limit (10), so it could never be allowed',
-                 'an estimate past the limit names p_estimate');
+SELECT is((SELECT (r.reservation_id, r.allowed, r.retry_after_ms)::text
+           FROM ratelimit.reserve('k', 10, '1 minute', 11) AS r),
+          '(,f,)', 'an estimate past the limit is denied for good: no reservation, no retry time');
 SELECT throws_ok($$SELECT ratelimit.reserve('k', 10, '1 minute', 1, p_hold => '0.5 ms')$$, '22023',
                  'p_hold must be at least 1 millisecond', 'a hold under a millisecond');
 SELECT throws_ok($$SELECT ratelimit.reserve('k', 10, '1 minute', 1, p_hold => '25 hours')$$, '22023',

@@ -17,7 +17,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/cluster.sh
 
-cluster_start "shared_preload_libraries = 'ratelimit'" "fsync = off" >/dev/null
+# A small denial queue, so that a transaction with more logged denials than it holds can show
+# what happens to the rest.
+cluster_start "shared_preload_libraries = 'ratelimit'" "fsync = off" \
+    "ratelimit.denial_queue_size = 16" >/dev/null
 standby_dir="$CLUSTER_DIR/standby"
 standby_port=""
 stop_all() {
@@ -182,6 +185,109 @@ is "$(psql -X -A -t -q -d "$database" -c "SELECT policy || ':' || allowed || '/'
     "api.any:9/0 api.read:5/1 api.write:3/1 " \
     "the policy counters saw every request (a call denied by one policy charges none of the others)"
 
+echo "# JWT subjects of every identity provider"
+# Routes keyed by user take the sub as text, whatever its form; a malformed identity refuses a
+# request only where a matching route counts by user.
+psql -X -q -v ON_ERROR_STOP=1 -d "$database" >/dev/null <<'SQL'
+INSERT INTO ratelimit.policies (name, "limit", period, engine) VALUES ('api.profile', 2, '1 minute', 'table');
+INSERT INTO ratelimit.request_routes (methods, path_pattern, policy, key) VALUES
+    ('{PATCH}', '/profile', 'api.profile', 'user');
+SQL
+for sub in 'auth0|5f1c6d1e2a3b4c5d6e7f8091' 'user_2NNEqL2nrIRdJ194ndJqAHwEfxC' \
+    'kD9c7xYz2bQeRtUv4WpLmN8sHjA1' '6f1c2a8e-0d5b-4c1e-9a51-2b7e8d3c4f10'; do
+    claims="{\"role\": \"authenticated\", \"sub\": \"$sub\"}"
+    out="$(request "$PGPORT" PATCH /profile authenticated "$claims" "$client")"
+    is "${out%% *} $(header "$out" X-RateLimit-Remaining)" "200 1" "PATCH /profile by sub $sub: allowed, counted by user"
+done
+is "$(psql -X -A -t -q -d "$database" -c "SELECT string_agg(key || '=' || amount, ' ' ORDER BY key) FROM ratelimit.key_state WHERE policy = 'api.profile'")" \
+    "user:6f1c2a8e-0d5b-4c1e-9a51-2b7e8d3c4f10=1 user:auth0|5f1c6d1e2a3b4c5d6e7f8091=1 user:kD9c7xYz2bQeRtUv4WpLmN8sHjA1=1 user:user_2NNEqL2nrIRdJ194ndJqAHwEfxC=1" \
+    "each subject (Supabase, Auth0, Firebase, Clerk) has its own counter, keyed by its text"
+for claims in '[1, 2]' '{"role": "anon", "sub": 42}'; do
+    out="$(request "$PGPORT" GET /health anon "$claims" "$client")"
+    is "${out%% *} $(header "$out" X-RateLimit-Limit)" "200 100" \
+        "malformed claims ($claims): a request no user-keyed route matches passes"
+    out="$(request "$PGPORT" PATCH /profile authenticated "$claims" "$client")"
+    is "$(grep -o '22023' <<<"$out")" "22023" \
+        "malformed claims ($claims): a user-keyed route refuses the request with 22023"
+done
+
+echo "# every denial in the denial log, or counted as not logged, after the request rolled back"
+# One policy per engine and method that logs its denials, 1 a minute per client, and the
+# reported case: a global write limit.
+psql -X -q -v ON_ERROR_STOP=1 -d "$database" >/dev/null <<'SQL'
+INSERT INTO ratelimit.policies (name, "limit", period, engine, log_denials)
+SELECT 'log.' || lower(m) || '.' || e, 1, '1 minute', e, true
+FROM unnest(ARRAY['GET', 'POST', 'PATCH']) AS m, unnest(ARRAY['memory', 'table', 'unlogged']) AS e
+WHERE m <> 'GET' OR e = 'memory';
+INSERT INTO ratelimit.request_routes (methods, path_pattern, policy, key)
+SELECT ARRAY[upper(split_part(name, '.', 2))], '/logged/' || split_part(name, '.', 3), name, 'user_or_ip'
+FROM ratelimit.policies WHERE name LIKE 'log.%';
+INSERT INTO ratelimit.policies (name, "limit", period, log_denials) VALUES ('w', 1, '1 minute', true);
+INSERT INTO ratelimit.request_routes (methods, path_pattern, policy, key) VALUES ('{POST}', '/o', 'w', 'global');
+SQL
+# logged_rows POLICY: rows of the denial log for the policy, waiting up to 15 s for WANT.
+logged_rows() {
+    local policy="$1" want="$2" got=""
+    for _ in $(seq 1 150); do
+        got="$(psql -X -A -t -q -d "$database" -c "SELECT count(*) FROM ratelimit.denial_log WHERE event_data ->> 'policy' = '$policy'")"
+        [ "$got" = "$want" ] && break
+        sleep 0.1
+    done
+    echo "$got"
+}
+not_logged() {
+    psql -X -A -t -q -d "$database" -c "SELECT coalesce(sum(denials_not_logged), 0) FROM ratelimit.policy_stats WHERE policy = '$1'"
+}
+out="$(request "$PGPORT" POST /o authenticated "$user_claims" "$client")"
+out="$(request "$PGPORT" POST /o anon "$anon_claims" "$other_client")"
+is "${out%% *} $(cut -d' ' -f2 <<<"$out")" "PGRST 429" "the reported case: the second POST /o is refused and its transaction rolls back"
+is "$(logged_rows w 1) $(not_logged w)" "1 0" "the reported case: its denial is in the denial log"
+for path in /logged/memory /logged/table /logged/unlogged; do
+    for method in GET POST PATCH; do
+        policy="log.$(tr 'A-Z' 'a-z' <<<"$method").${path##*/}"
+        [ "$method" = GET ] && [ "$path" != /logged/memory ] && continue
+        for who in anon authenticated; do
+            if [ "$who" = anon ]; then claims="$anon_claims"; else claims="$user_claims"; fi
+            request "$PGPORT" "$method" "$path" "$who" "$claims" "$client" >/dev/null
+            out="$(request "$PGPORT" "$method" "$path" "$who" "$claims" "$client")"
+            is "${out%% *} $(cut -d' ' -f2 <<<"$out")" "PGRST 429" "$method $path as $who: the second request is refused"
+        done
+        is "$(logged_rows "$policy" 2) $(not_logged "$policy")" "2 0" \
+            "$method $path: both denials (anon's, the user's) are in the log after their transactions rolled back"
+    done
+done
+is "$(psql -X -A -t -q -d "$database" -c "SELECT string_agg(DISTINCT status || '/' || (event_data ->> 'identifier'), ' ' ORDER BY status || '/' || (event_data ->> 'identifier')) FROM ratelimit.denial_log WHERE event_data ->> 'policy' = 'log.post.table'")" \
+    "blocked/ip:203.0.113.7 blocked/user:6f1c2a8e-0d5b-4c1e-9a51-2b7e8d3c4f10" \
+    "the rows say who was denied, as the transaction that rolled back would have written them"
+# queued: what the queue holds now (metrics()), waiting up to 15 s for it to be empty.
+queue_empty() {
+    local queued=""
+    for _ in $(seq 1 150); do
+        queued="$(psql -X -A -t -q -d "$database" -c "SELECT m[1] FROM regexp_matches(ratelimit.metrics(), 'ratelimit_denial_queue_queued ([0-9]+)') AS m")"
+        [ "$queued" = 0 ] && break
+        sleep 0.1
+    done
+    echo "$queued"
+}
+is "$(queue_empty)" "0" "the queue is empty once the writers are done"
+# A transaction that writes more logged denials than the queue holds (16), then rolls back:
+# what the queue held reaches the log, the rest is counted as not logged. None is lost.
+psql -X -q -v ON_ERROR_STOP=1 -d "$database" >/dev/null <<'SQL'
+BEGIN;
+SELECT ratelimit.check('log.post.table', 'flood') FROM generate_series(1, 41);
+ROLLBACK;
+SQL
+flood_logged="$(psql -X -A -t -q -d "$database" -c "SELECT count(*) FROM ratelimit.denial_log WHERE event_data ->> 'identifier' = 'flood'")"
+for _ in $(seq 1 150); do
+    [ "$flood_logged" = 16 ] && break
+    sleep 0.1
+    flood_logged="$(psql -X -A -t -q -d "$database" -c "SELECT count(*) FROM ratelimit.denial_log WHERE event_data ->> 'identifier' = 'flood'")"
+done
+is "$flood_logged $(not_logged log.post.table)" "16 24" \
+    "40 denials rolled back: the 16 the queue held are logged, the other 24 counted as not logged"
+is "$(psql -X -A -t -q -d "$database" -c "SELECT (m[1]::bigint > 0)::text FROM regexp_matches(ratelimit.metrics(), 'ratelimit_denial_queue_full_total ([0-9]+)') AS m")" \
+    "true" "metrics() counts the denials the queue could not hold"
+
 echo "# a hot standby: GET and HEAD decide on its own memory engine"
 cluster_as_postgres "$CLUSTER_BINDIR/pg_basebackup" -D "$standby_dir" -R -X stream \
     -h "$PGHOST" -p "$PGPORT" -U postgres
@@ -203,6 +309,11 @@ done
 is "$(PGPORT=$standby_port psql -X -A -t -q -d "$database" -c 'SELECT pg_is_in_recovery()')" "t" \
     "the standby is in recovery"
 check_reads "$standby_port" standby
+# A standby cannot write the log: its denials are counted as not logged.
+request "$standby_port" GET /logged/memory anon "$anon_claims" "$other_client" >/dev/null
+out="$(request "$standby_port" GET /logged/memory anon "$anon_claims" "$other_client")"
+is "${out%% *} $(PGPORT=$standby_port not_logged log.get.memory)" "PGRST 1" \
+    "standby: a logged GET denial is counted in denials_not_logged"
 
 echo "1..$tests"
 if [ "$failures" -gt 0 ]; then

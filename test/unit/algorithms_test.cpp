@@ -1,4 +1,5 @@
 #include "ratelimit/algorithms.hpp"
+#include "ratelimit/validation.hpp"
 
 #include <gtest/gtest.h>
 
@@ -49,6 +50,22 @@ std::int64_t capacity(const Limit& limit) {
 
 Limit limit_of(Algorithm algorithm, std::int64_t n, Micros period, std::int64_t burst = 0) {
     return Limit{algorithm, n, period, is_bucket(algorithm) && burst > 0 ? burst : n};
+}
+
+// `state` (a token_bucket or gcra state, last written under `limit`) as 0.5.0 would have kept
+// it: without the measured limit, and for gcra as its theoretical arrival time (in 1/N µs).
+KeyState written_before_measuring(const Limit& limit, const KeyState& state) {
+    KeyState old = state;
+    old.measured_limit = old.measured_period = 0;
+    if (state.algorithm == Algorithm::kGcra) {
+        const models::Wide level = models::Wide(state.amount) * limit.period + state.carry;
+        const models::Wide tat = models::Wide(state.instant) * limit.limit +
+                                 models::Wide(limit.burst) * limit.period - level;
+        old.instant = static_cast<Micros>(tat / limit.limit);
+        old.carry = static_cast<std::int64_t>(tat % limit.limit);
+        old.amount = 0;
+    }
+    return old;
 }
 
 std::string show(const Decision& d) {
@@ -711,23 +728,43 @@ TEST(AlgorithmArguments, LimitsOutOfRangeNameTheirArgument) {
     }
 }
 
-TEST(AlgorithmArguments, CostsThatCouldNeverBeAllowedNameTheCost) {
+// A negative cost is an error; a cost above what the key could ever allow (N, or B for the
+// bucket algorithms) is a denial for good: nothing charged, no wait, the key as a peek sees it.
+TEST(AlgorithmArguments, CostsThatCouldNeverBeAllowedAreDeniedForGood) {
     for (Algorithm algorithm : kAlgorithms) {
         SCOPED_TRACE(algorithm_name(algorithm));
         Limit limit = limit_of(algorithm, 4, 1000);
-        expect_argument_error([&] { require_valid_cost(limit, -1); }, "p_cost");
-        expect_argument_error([&] { require_valid_cost(limit, 5); }, "p_cost");
-        EXPECT_NO_THROW(require_valid_cost(limit, 0));
-        EXPECT_NO_THROW(require_valid_cost(limit, 4));
+        expect_argument_error([&] { require_non_negative_cost("p_cost", -1); }, "p_cost");
+        EXPECT_TRUE(cost_could_be_allowed(limit, 0));
+        EXPECT_TRUE(cost_could_be_allowed(limit, 4));
+        EXPECT_FALSE(cost_could_be_allowed(limit, 5));
+        KeyState state;
+        ASSERT_TRUE(decide(limit, state, kT0, 1, Action::kConsume).allowed);
+        const KeyState before = state;
+        for (Action action : {Action::kConsume, Action::kPeek}) {
+            const Decision d = decide(limit, state, kT0, 5, action);
+            EXPECT_FALSE(d.allowed);
+            EXPECT_TRUE(d.never);
+            EXPECT_EQ(d.retry_after, 0);
+            EXPECT_EQ(d.remaining, 3);
+            EXPECT_EQ(d.limit, 4);
+            EXPECT_FALSE(d.state_changed);
+            EXPECT_EQ(state, before) << "nothing charged";
+        }
+        EXPECT_FALSE(decide(limit, state, kT0, 4, Action::kPeek).never);
     }
     for (Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
-        // Against the burst, not the rate.
+        // Against the burst, not the rate; never delayed either.
         Limit deep = limit_of(algorithm, 2, 1000, 10);
-        EXPECT_NO_THROW(require_valid_cost(deep, 10));
-        expect_argument_error([&] { require_valid_cost(deep, 11); }, "p_cost");
+        EXPECT_TRUE(cost_could_be_allowed(deep, 10));
+        EXPECT_FALSE(cost_could_be_allowed(deep, 11));
         Limit shallow = limit_of(algorithm, 10, 1000, 2);
-        EXPECT_NO_THROW(require_valid_cost(shallow, 2));
-        expect_argument_error([&] { require_valid_cost(shallow, 3); }, "p_cost");
+        shallow.max_delay = 1000000;
+        EXPECT_TRUE(cost_could_be_allowed(shallow, 2));
+        KeyState state;
+        const Decision d = decide(shallow, state, kT0, 3, Action::kConsume);
+        EXPECT_TRUE(d.never && !d.allowed);
+        EXPECT_EQ(state, KeyState{}) << "not delayed, not charged";
     }
 }
 
@@ -1292,6 +1329,96 @@ TEST(AlgorithmProperties, GcraDecidesLikeTheTokenBucketUnderAMonotoneClock) {
     }
 }
 
+// One rule for both buckets: token_bucket and gcra decide alike call for call on any clock,
+// through limit, period and burst changes, charges and delays, so an edited limit never makes
+// them part.
+TEST(AlgorithmProperties, GcraAndTheTokenBucketAgreeThroughLimitChanges) {
+    std::mt19937_64 rng(131);
+    for (int sequence = 0; sequence < 20000; ++sequence) {
+        KeyState a;
+        KeyState b;
+        Micros now = kT0 + static_cast<Micros>(draw(rng, 0, 1000000));
+        Limit bucket;
+        Limit gcra;
+        for (int i = 0; i < 30; ++i) {
+            if (i == 0 || rng() % 5 == 0) {
+                // A new limit: N, P and B each may change, or stay.
+                const std::int64_t n = static_cast<std::int64_t>(draw(rng, 1, 200));
+                const Micros period = static_cast<Micros>(draw(rng, kMinPeriod, 100000));
+                const std::int64_t burst = static_cast<std::int64_t>(draw(rng, 1, 200));
+                bucket = limit_of(Algorithm::kTokenBucket, n, period, burst);
+                if (rng() % 4 == 0)
+                    bucket.max_delay = static_cast<Micros>(draw(rng, 0, 2 * period));
+                gcra = bucket;
+                gcra.algorithm = Algorithm::kGcra;
+            }
+            const std::uint64_t step = rng() % 10;
+            now += step < 3   ? 0
+                   : step < 9 ? static_cast<Micros>(draw(rng, 0, bucket.period))
+                              : -static_cast<Micros>(draw(rng, 0, bucket.period));
+            if (rng() % 40 == 0) {
+                const Micros until = now + static_cast<Micros>(draw(rng, 0, bucket.period));
+                block_until(a, until);
+                block_until(b, until);
+                continue;
+            }
+            const Action action = static_cast<Action>(rng() % 10 < 6 ? 0 : rng() % 4);
+            const std::int64_t cost =
+                static_cast<std::int64_t>(draw(rng, 0, static_cast<std::uint64_t>(bucket.burst)));
+            const Decision x = decide(bucket, a, now, cost, action);
+            const Decision y = decide(gcra, b, now, cost, action);
+            ASSERT_TRUE(SameDecision(y, x))
+                << "sequence " << sequence << " call " << i << ": " << action_name(action)
+                << "(now=" << now << ", cost=" << cost << ") N=" << bucket.limit
+                << " P=" << bucket.period << " B=" << bucket.burst;
+            ASSERT_EQ(idle_from(gcra, b), idle_from(bucket, a));
+        }
+    }
+}
+
+// The reported case: 95 of 100 used, then the limit becomes 10 a period. Both buckets keep the
+// 5 units still available, so the next call is allowed and leaves 4.
+TEST(AlgorithmLimitChanges, ALoweredLimitKeepsTheUnitsStillAvailableForBothBuckets) {
+    for (Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
+        SCOPED_TRACE(algorithm_name(algorithm));
+        const Micros nine_seconds = 9 * kMicrosPerSecond;
+        KeyState state;
+        const Decision first =
+            decide(limit_of(algorithm, 100, nine_seconds), state, kT0, 95, Action::kConsume);
+        EXPECT_TRUE(first.allowed);
+        EXPECT_EQ(first.remaining, 5);
+        const Decision next =
+            decide(limit_of(algorithm, 10, nine_seconds), state, kT0, 1, Action::kConsume);
+        EXPECT_TRUE(SameDecision(next, want(true, 10, 4, 0, 5400000)));
+    }
+}
+
+// A 0.5.0 gcra state (an arrival time) decides as the bucket state it stands for, and the first
+// write keeps the bucket's form.
+TEST(AlgorithmLimitChanges, AnArrivalTimeStateReadsAsTheBucketItStandsFor) {
+    std::mt19937_64 rng(132);
+    for (int sequence = 0; sequence < 5000; ++sequence) {
+        const std::int64_t n = static_cast<std::int64_t>(draw(rng, 1, 50));
+        const Micros period = static_cast<Micros>(draw(rng, kMinPeriod, 100000));
+        const Limit limit = limit_of(Algorithm::kGcra, n, period, draw(rng, 1, 50));
+        KeyState state;
+        Micros now = kT0;
+        for (int i = 0; i < 5; ++i) {
+            now += static_cast<Micros>(draw(rng, 0, period));
+            decide(limit, state, now, static_cast<std::int64_t>(rng() % (limit.burst + 1)),
+                   Action::kConsume);
+        }
+        KeyState old = written_before_measuring(limit, state);
+        const Micros at = now + static_cast<Micros>(draw(rng, 0, 2 * period));
+        const std::int64_t cost = static_cast<std::int64_t>(rng() % (limit.burst + 1));
+        const Decision from_old = decide(limit, old, at, cost, Action::kConsume);
+        ASSERT_TRUE(SameDecision(from_old, decide(limit, state, at, cost, Action::kConsume)));
+        if (from_old.state_changed) {
+            ASSERT_EQ(old, state);
+        }
+    }
+}
+
 // A refund that empties a sliding window's log still leaves the clock where the key has seen
 // it: a call behind it is counted at that instant, not at its own, so the clock stepping back
 // grants no more than a stopped one.
@@ -1360,10 +1487,10 @@ TEST(AlgorithmLimitChanges, ADailyLimitRaisedToAMinuteLimitAppliesToTheNextCall)
         EXPECT_TRUE(SameDecision(d, want(true, 100, 99, 0, 600000)));
         EXPECT_EQ(state.measured_limit, 100);
         EXPECT_EQ(state.measured_period, kMicrosPerMinute);
-        // And back: the day limit holds the key to what is owed in its own units.
+        // And back: the units still available (99) are kept, at most the day's one.
         const Decision back = probe(day, state, later, 1);
-        EXPECT_FALSE(back.allowed && algorithm == Algorithm::kGcra);
-        EXPECT_LE(back.remaining, 1);
+        EXPECT_TRUE(back.allowed);
+        EXPECT_EQ(back.remaining, 1);
     }
 }
 
@@ -1383,9 +1510,11 @@ TEST(AlgorithmLimitChanges, TheMeasuredLimitChangesNothingWhileTheLimitStaysTheS
                 const Action action = static_cast<Action>(rng() % 10 < 7 ? 0 : rng() % 3);
                 decide(limit, state, now, static_cast<std::int64_t>(rng() % (limit.burst + 1)),
                        action);
-                KeyState unknown = state;
-                unknown.measured_limit = unknown.measured_period = 0;
-                const Micros at = now + static_cast<Micros>(draw(rng, 0, period)) - period / 2;
+                KeyState unknown = written_before_measuring(limit, state);
+                // A 0.5.0 gcra state is an arrival time, which no clock behind its write reads
+                // as the bucket does (that clamps such a call to the write's instant).
+                const Micros back = algorithm == Algorithm::kGcra ? 0 : period / 2;
+                const Micros at = now + static_cast<Micros>(draw(rng, 0, period)) - back;
                 const std::int64_t cost = static_cast<std::int64_t>(rng() % (limit.burst + 1));
                 ASSERT_TRUE(
                     SameDecision(probe(limit, unknown, at, cost), probe(limit, state, at, cost)));

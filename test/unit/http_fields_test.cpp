@@ -227,5 +227,13 @@ TEST(ProblemBody, NoneWhenAllowed) {
     EXPECT_TRUE(fields.empty());
 }
 
+// Limits in words: one request is singular, the period as describe_period_ms says it.
+TEST(DescribeLimit, CountsAndPeriods) {
+    EXPECT_EQ(describe_limit(1, 60000), "1 request per minute");
+    EXPECT_EQ(describe_limit(10, 60000), "10 requests per minute");
+    EXPECT_EQ(describe_limit(5, 900000), "5 requests per 15 minutes");
+    EXPECT_EQ(describe_limit(0, 1000), "0 requests per second");
+}
+
 }  // namespace
 }  // namespace ratelimit

@@ -57,6 +57,46 @@ TEST(ResolveCaller, ClaimSubComesFirstThenClaims) {
     EXPECT_EQ(resolve_caller("", claims), expected_uuid());
 }
 
+// The subject as text: every identity provider's form is a subject; only a uuid column or
+// parameter asks for a UUID.
+TEST(ResolveSubject, EveryProvidersSubIsASubject) {
+    const char* const subs[] = {
+        kUuid,                                  // Supabase
+        "auth0|5f1c6d1e2a3b4c5d6e7f8091",       // Auth0
+        "google-oauth2|104729837465019283746",  // Auth0, social
+        "user_2NNEqL2nrIRdJ194ndJqAHwEfxC",     // Clerk
+        "kD9c7xYz2bQeRtUv4WpLmN8sHjA1",         // Firebase
+        "us-east-1:7c5a1f9e-3b2d-4e6f-8a9b-0c1d2e3f4a5b",
+    };
+    for (const char* sub : subs) {
+        const std::optional<Subject> from_claims =
+            resolve_subject(nullptr, sub_claim(SubClaim::Kind::kString, sub));
+        ASSERT_TRUE(from_claims) << sub;
+        EXPECT_EQ(from_claims->text, sub);
+        EXPECT_STREQ(from_claims->setting, "request.jwt.claims");
+        const std::optional<Subject> from_setting = resolve_subject(sub, std::nullopt);
+        ASSERT_TRUE(from_setting) << sub;
+        EXPECT_EQ(from_setting->text, sub);
+    }
+    EXPECT_FALSE(resolve_subject(nullptr, sub_claim(SubClaim::Kind::kNull)));
+    EXPECT_FALSE(resolve_subject("", std::nullopt));
+    EXPECT_EQ(subject_uuid(resolve_subject(nullptr, sub_claim(SubClaim::Kind::kString, kUuid))),
+              expected_uuid());
+    try {
+        subject_uuid(resolve_subject(nullptr, sub_claim(SubClaim::Kind::kString, "auth0|5f1c")));
+        FAIL() << "a non-UUID sub was read as a uuid";
+    } catch (const ArgumentError& e) {
+        EXPECT_EQ(e.argument(), "request.jwt.claims");
+        EXPECT_STREQ(e.what(), "request.jwt.claims has a \"sub\" claim that is not a UUID");
+    }
+    // Malformed claims are errors as text too: never anonymous.
+    for (const SubClaim& claims :
+         {sub_claim(SubClaim::Kind::kString, ""), sub_claim(SubClaim::Kind::kOtherValue),
+          sub_claim(SubClaim::Kind::kNotAnObject)}) {
+        EXPECT_THROW(resolve_subject(nullptr, claims), ArgumentError);
+    }
+}
+
 TEST(ResolveCaller, MalformedIdentityIsAnErrorNamingTheSetting) {
     try {
         resolve_caller("not-a-uuid", std::nullopt);
