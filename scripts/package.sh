@@ -46,7 +46,7 @@ if [ -f /.ratelimit-root ]; then
         }
     fi
     # A clean copy of the tree: what git tracks, no build product of an earlier make.
-    work=/usr/src/ratelimit-package
+    work="$repository-package"
     rm -rf "$work"
     mkdir -p "$work/ratelimit"
     tar -C "$repository" --exclude=./.git --exclude='*.o' --exclude='*.so' --exclude=./build \
@@ -84,12 +84,10 @@ if [ -f /.ratelimit-root ]; then
 fi
 
 # ---- from the host: in MAJOR's root -----------------------------------------------------------
-scripts/debian-root.sh sync "$major"
 status=0
 scripts/debian-root.sh run "$major" bash scripts/package.sh "$major" "${suites[@]}" || status=$?
-root="$(scripts/debian-root.sh path "$major")"
 mkdir -p dist
-cp "$root/usr/src/ratelimit-package/"*.deb dist/ 2>/dev/null || true
+cp "$(scripts/debian-root.sh source "$major")-package/"*.deb dist/ 2>/dev/null || true
 if [ -f "dist/$deb" ]; then
     echo "package: dist/$deb"
 fi
