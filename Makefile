@@ -5,7 +5,8 @@
 # ratelimit_router (ratelimit_router.control, sql/router/) routes the calls to shards with
 # PL/Proxy; its SQL installs whether or not PL/Proxy is there (without it, CREATE EXTENSION
 # fails on the missing plproxy, and the extension's comment names the Debian package).
-EXTENSION = ratelimit ratelimit_router
+EXTENSION = ratelimit ratelimit_router ratelimit_rpc_limits ratelimit_endpoint_limits \
+	ratelimit_sliding_window_limits
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" ratelimit.control)
 ROUTER_VERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" ratelimit_router.control)
 
@@ -69,9 +70,6 @@ OBJS = $(CORE_OBJS) $(PG_OBJS)
 # edited; sql/upgrade.sql checks that an upgraded install equals a fresh one.
 INSTALL_SOURCES = \
 	sql/install/schema_and_clock.sql \
-	sql/install/drop_in_game_backend.sql \
-	sql/install/drop_in_endpoints.sql \
-	sql/install/drop_in_sliding_window.sql \
 	sql/install/state_tables.sql \
 	sql/install/native_api.sql \
 	sql/install/memory_engine.sql \
@@ -81,11 +79,19 @@ INSTALL_SOURCES = \
 	sql/install/policy_leases.sql \
 	sql/install/observability.sql \
 	sql/install/presets.sql \
-	sql/install/cleanup.sql \
 	sql/install/postgrest.sql \
+	sql/install/drop_in_extensions.sql \
+	sql/install/cleanup.sql \
 	sql/install/privileges.sql
-DATA = sql/ratelimit--0.1.0.sql $(wildcard sql/ratelimit--*--*.sql)
-DATA_built = build/ratelimit--$(EXTVERSION).sql build/ratelimit_router--$(ROUTER_VERSION).sql
+DATA = sql/ratelimit--0.1.0.sql $(wildcard sql/ratelimit--*--*.sql) \
+	$(wildcard sql/ratelimit_router--*--*.sql)
+DATA_built = build/ratelimit--$(EXTVERSION).sql build/ratelimit_router--$(ROUTER_VERSION).sql \
+	$(foreach app,$(DROP_IN_APPS),build/ratelimit_$(app)--$(EXTVERSION).sql)
+
+# Each app's drop-ins are an extension of their own, at ratelimit's version and requiring it,
+# so a database gets only the drop-ins its app calls: sql/drop_ins/<app>.sql is the whole
+# install script of ratelimit_<app>.
+DROP_IN_APPS = rpc_limits endpoint_limits sliding_window_limits
 
 # The router's install script, from sql/router/ in this order.
 ROUTER_SOURCES = \
@@ -125,6 +131,11 @@ build/ratelimit--$(EXTVERSION).sql: $(INSTALL_SOURCES) ratelimit.control
 	@mkdir -p build
 	{ printf '%s\n' '\echo Use "CREATE EXTENSION ratelimit" to load this file. \quit'; \
 	  for source in $(INSTALL_SOURCES); do echo; cat "$$source"; done; } > $@
+
+build/ratelimit_%--$(EXTVERSION).sql: sql/drop_ins/%.sql ratelimit_%.control
+	@mkdir -p build
+	{ printf '%s\n' '\echo Use "CREATE EXTENSION ratelimit_$*" to load this file. \quit'; \
+	  echo; cat $<; } > $@
 
 build/ratelimit_router--$(ROUTER_VERSION).sql: $(ROUTER_SOURCES) ratelimit_router.control
 	@mkdir -p build
@@ -193,8 +204,8 @@ format-check:
 # the version of ratelimit.control.
 .PHONY: dist
 dist:
-	@test "$$(grep -c '"version": "$(EXTVERSION)"' META.json)" = 3 || \
-		{ echo "META.json does not say version $(EXTVERSION) (top level, ratelimit, ratelimit_router)" >&2; exit 1; }
+	@test "$$(grep -c '"version": "$(EXTVERSION)"' META.json)" = $$(( $(words $(EXTENSION)) + 1 )) || \
+		{ echo "META.json does not say version $(EXTVERSION) (top level and each extension)" >&2; exit 1; }
 	@head -1 debian/changelog | grep -qF "ratelimit ($(EXTVERSION)-" || \
 		{ echo "debian/changelog does not start at $(EXTVERSION)" >&2; exit 1; }
 	mkdir -p dist

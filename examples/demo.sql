@@ -8,6 +8,18 @@ SELECT * FROM ratelimit.presets();
 SELECT preset, ratelimit.load_preset(preset) AS rows_written FROM ratelimit.presets();
 
 \echo
+\echo '== Each app''s drop-ins are an extension of their own, in the schema the app calls'
+-- The per-RPC limits and the endpoint limits in public; the sliding-window app's check_rate_limit
+-- has the per-RPC one's name and argument types, so it gets a schema of its own (in a database of
+-- its app alone it would be in public).
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
+CREATE SCHEMA cleanup_app;
+CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA cleanup_app;
+SELECT extname AS extension, extnamespace::regnamespace AS schema FROM pg_extension
+ WHERE extname LIKE 'ratelimit%' ORDER BY 1;
+
+\echo
 \echo '== Per-RPC limits: check_rate_limit for the JWT caller (as PostgREST sets it), login: 5 per 15 minutes'
 SET request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 SELECT n AS call,
@@ -51,23 +63,23 @@ SELECT n AS batch, increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 
 FROM generate_series(1, 3) AS n;
 
 \echo
-\echo '== Sliding-window limits: check_rate_limit(p_key, ...), 3 per minute per key; a denied call changes nothing'
-SELECT 1 AS call, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60)
-UNION ALL SELECT 2, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60)
-UNION ALL SELECT 3, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60)
-UNION ALL SELECT 4, * FROM check_rate_limit(p_key => 'ip:demo', p_limit => 3, p_window_seconds => 60);
+\echo '== Sliding-window limits: check_rate_limit(p_key, p_limit, p_window_seconds), 3 per minute per key, called as the app does; a denied call changes nothing'
+SELECT 1 AS call, * FROM cleanup_app.check_rate_limit('ip:demo', 3, 60)
+UNION ALL SELECT 2, * FROM cleanup_app.check_rate_limit('ip:demo', 3, 60)
+UNION ALL SELECT 3, * FROM cleanup_app.check_rate_limit('ip:demo', 3, 60)
+UNION ALL SELECT 4, * FROM cleanup_app.check_rate_limit('ip:demo', 3, 60);
 
 \echo
 \echo '== Sliding-window tiers, check_rate_limit_tiers (global 1000/min, IP 5/min, email 3/hour): the 4th request for one email is denied, no tier charged'
 SELECT n AS request, r.* FROM generate_series(1, 4) AS n,
-       LATERAL check_rate_limit_tiers('203.0.113.' || n,
+       LATERAL cleanup_app.check_rate_limit_tiers('203.0.113.' || n,
                                       CASE WHEN n % 2 = 0 THEN 'Alice@Example.com' ELSE 'alice@example.com' END) AS r;
 
 \echo
 \echo '== Stats: counters per table'
 SELECT 'rpc_rate_limits' AS "table", count(*) AS rows, sum(call_count) AS counted FROM rpc_rate_limits
 UNION ALL SELECT 'rate_limits', count(*), sum(counter) FROM rate_limits
-UNION ALL SELECT 'rate_limit_buckets', count(*), sum(count) FROM rate_limit_buckets;
+UNION ALL SELECT 'cleanup_app.rate_limit_buckets', count(*), sum(count) FROM cleanup_app.rate_limit_buckets;
 
 \echo
 \echo '== Native API: ratelimit.consume(key, limit, period) -- fixed window on the table engine by default'

@@ -60,7 +60,22 @@ cluster_start() {
         done
     } >>"$CLUSTER_DIR/data/postgresql.conf"
 
-    cluster_server_start
+    # A port free when looked at can be taken by another server before this one binds it: then
+    # the next free port is tried (the last "port =" line of the file wins).
+    local attempt
+    for attempt in 1 2 3 4 5; do
+        if cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" \
+            -l "$CLUSTER_DIR/server.log" -w -t 60 start >/dev/null; then
+            break
+        fi
+        if [ "$attempt" -eq 5 ] || ! grep -q 'could not bind\|could not create any TCP/IP sockets' "$CLUSTER_DIR/server.log"; then
+            cat "$CLUSTER_DIR/server.log" >&2
+            return 1
+        fi
+        sleep 1
+        PGPORT="$(cluster_free_port)"
+        echo "port = $PGPORT" >>"$CLUSTER_DIR/data/postgresql.conf"
+    done
     export PGHOST="$CLUSTER_DIR/socket" PGPORT PGUSER=postgres PGDATABASE=postgres
     echo "cluster: PostgreSQL running in $CLUSTER_DIR on port $PGPORT"
 }

@@ -2,7 +2,7 @@
 -- multiples of their length, batch increments, denied calls counted, retryAfter in whole seconds
 -- (>= 1 when denied).
 SET timezone = 'UTC';
-CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_endpoint_limits CASCADE;
 
 -- The endpoint limits' batch example: tasks, 50 per hour, incremented by the batch size.
 SET ratelimit.test_clock = '2025-10-28 07:01:00+00';
@@ -76,4 +76,4 @@ SELECT cleanup_expired_rate_limits() AS deleted;
 SELECT count(*) AS rows_left FROM rate_limits;
 
 RESET ratelimit.test_clock;
-DROP EXTENSION ratelimit;
+DROP EXTENSION ratelimit_endpoint_limits, ratelimit;

@@ -8,7 +8,7 @@ CREATE SCHEMA auth;
 CREATE TABLE auth.users (id uuid PRIMARY KEY);
 INSERT INTO auth.users VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11');
 SET timezone = 'UTC';
-CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits CASCADE;
 SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
 WHERE conrelid = 'rpc_rate_limits'::regclass AND contype = 'f';
 
@@ -69,5 +69,5 @@ $$;
 SELECT 'backend alive' AS status;
 
 RESET ratelimit.test_clock;
-DROP EXTENSION ratelimit;
+DROP EXTENSION ratelimit_rpc_limits, ratelimit;
 DROP SCHEMA auth CASCADE;

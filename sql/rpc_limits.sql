@@ -1,7 +1,7 @@
 -- The game backend's per-RPC limits: check_rate_limit(p_rpc_name, p_max_calls, p_window_minutes)
 -- over rpc_rate_limits, with the tests recommended for the original function, on the test clock.
 SET timezone = 'UTC';
-CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits CASCADE;
 
 SET ratelimit.test_clock = '2026-03-01 10:00:00+00';
 SET request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
@@ -35,9 +35,7 @@ FROM generate_series(1, 12);
 SELECT rpc_name, call_count, window_start, window_expires_at
 FROM rpc_rate_limits ORDER BY rpc_name;
 
--- The sliding-window check_rate_limit(p_key, p_limit, p_window_seconds, p_cost DEFAULT 1) shares
--- the name: one- and two-argument positional calls still reach the per-RPC one, three-argument
--- ones name their arguments (as PostgREST always does).
+-- Positional calls with one and two arguments: the defaults fill in the rest.
 SELECT check_rate_limit('send-friend-request') AS one_argument,
        check_rate_limit('send-friend-request', 10) AS two_arguments;
 
@@ -117,4 +115,4 @@ SELECT error_of($$SELECT cleanup_rpc_rate_limits(NULL)$$);
 SELECT error_of($$SELECT cleanup_rpc_rate_limits(interval '-1 hour')$$);
 
 RESET ratelimit.test_clock;
-DROP EXTENSION ratelimit;
+DROP EXTENSION ratelimit_rpc_limits, ratelimit;

@@ -2,16 +2,14 @@
 -- p_window_seconds) over per-second buckets, a true sliding window; and its three tiers
 -- (check_rate_limit_tiers) in one all-or-nothing call.
 SET timezone = 'UTC';
-CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_sliding_window_limits CASCADE;
 
 -- Its call forms. Named, as supabase.rpc('check_rate_limit', {...}) sends it:
 SET ratelimit.test_clock = '2025-10-28 12:00:45+00';
 SELECT * FROM check_rate_limit(p_key => 'ip:a1b2c3', p_limit => 5, p_window_seconds => 60);
--- Positional: the per-RPC check_rate_limit(text, integer, integer) shares the name, so the
--- positional form names the fourth argument, the cost (1).
-SELECT * FROM check_rate_limit('ip:a1b2c3', 5, 60, 1);
--- The three-argument positional form is ambiguous between the two functions, by design.
-SELECT error_of($$SELECT * FROM check_rate_limit('ip:a1b2c3', 5, 60)$$);
+-- Positional, as the app's documents call it (only this app's drop-ins are in the database;
+-- later calls add a fourth argument, the cost).
+SELECT * FROM check_rate_limit('ip:a1b2c3', 5, 60);
 
 -- A limit of 5 in 60 s: calls at 45 s, 45 s, 50 s, 55 s, 59 s; the 6th is denied, changes
 -- nothing, and waits for the oldest bucket (12:00:45) to leave the window at 12:01:45.
@@ -98,4 +96,4 @@ SELECT cleanup_old_rate_limit_buckets() AS deleted;
 SELECT count(*) AS buckets_left FROM rate_limit_buckets;
 
 RESET ratelimit.test_clock;
-DROP EXTENSION ratelimit;
+DROP EXTENSION ratelimit_sliding_window_limits, ratelimit;

@@ -1,6 +1,9 @@
 -- Every upgrade path, from the first released version: install it, write counters, run
 -- ALTER EXTENSION ratelimit UPDATE, check that the counters and calls still work, and that the
--- upgraded extension has exactly the objects, privileges and settings of a fresh install.
+-- upgraded extension has exactly the objects, privileges and settings of a fresh install. Since
+-- 0.7.0 the drop-ins are extensions of their own: an update leaves the older version's in place
+-- (still working, no longer ratelimit's), and CREATE EXTENSION of their app's extension takes
+-- them over with their rows (the last part).
 SET timezone = 'UTC';
 SET ratelimit.test_clock = '2026-03-01 10:00:00+00';
 
@@ -46,6 +49,26 @@ LANGUAGE sql AS $$
 $$;
 CREATE TEMP TABLE upgraded AS SELECT item FROM pg_temp.extension_shape();
 
+-- The drop-ins an update left in place (their comment says so), dropped before the next version
+-- is installed into the same schema.
+CREATE FUNCTION pg_temp.forget_drop_ins()
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    statement text;
+BEGIN
+    FOR statement IN
+        SELECT format('DROP FUNCTION %s', p.oid::regprocedure) FROM pg_proc p
+        WHERE obj_description(p.oid, 'pg_proc') LIKE 'ratelimit 0.6.0 drop-in%'
+        UNION ALL
+        SELECT format('DROP TABLE %s', c.oid::regclass) FROM pg_class c
+        WHERE c.relkind = 'r' AND obj_description(c.oid, 'pg_class') LIKE 'ratelimit 0.6.0 drop-in%'
+    LOOP
+        EXECUTE statement;
+    END LOOP;
+END
+$$;
+
 -- What the shape leaves out: every function's definition (its body included), and every
 -- relation's and composite type's columns, constraints, triggers, indexes and view queries.
 CREATE FUNCTION pg_temp.extension_definitions()
@@ -78,6 +101,7 @@ LANGUAGE sql AS $$
     FROM pg_class c JOIN rels r ON r.oid = c.oid WHERE c.relkind = 'v'
 $$;
 
+SELECT pg_temp.forget_drop_ins();
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit;
 CREATE TEMP TABLE fresh AS SELECT item FROM pg_temp.extension_shape();
@@ -108,6 +132,7 @@ UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
 
 -- From 0.3.0: the native API's rows survive, and the memory engine's stats arrive.
+SELECT pg_temp.forget_drop_ins();
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit VERSION '0.3.0';
 SELECT * FROM ratelimit.consume('upgraded-from-0.3.0', 2, '1 minute');
@@ -122,6 +147,7 @@ UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
 
 -- From 0.4.0: the rows survive, and the policies arrive with the apps' limits.
+SELECT pg_temp.forget_drop_ins();
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit VERSION '0.4.0';
 SELECT * FROM ratelimit.consume('upgraded-from-0.4.0', 2, '1 minute', p_engine => 'unlogged');
@@ -143,6 +169,7 @@ SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS
 -- namespace (a native key spelled 'policy:subject' no longer reaches a policy's counter), and
 -- start with fresh counters. The policies and tiers the user has stay as they are, an edited
 -- one included: the update writes none of them.
+SELECT pg_temp.forget_drop_ins();
 DROP EXTENSION ratelimit;
 CREATE EXTENSION ratelimit VERSION '0.5.0';
 SELECT * FROM ratelimit.consume('upgraded-from-0.5.0', 2, '1 minute');
@@ -165,6 +192,28 @@ INSERT INTO upgraded SELECT item FROM pg_temp.extension_shape();
 SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fresh) AS u
 UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
+
+-- From 0.6.0: the drop-ins keep working where they are after the update, and each app's moves into
+-- its extension with its rows, the counts in flight going on. Two apps' drop-ins do not share a
+-- schema: the one whose check_rate_limit is already there stops the other, naming the conflict.
+SELECT pg_temp.forget_drop_ins();
+DROP EXTENSION ratelimit;
+CREATE EXTENSION ratelimit VERSION '0.6.0';
+SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'upgrade-check', 3, 1);
+SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 10);
+SELECT * FROM check_rate_limit(p_key => 'login', p_limit => 3, p_window_seconds => 60);
+SELECT * FROM ratelimit.consume('upgraded-from-0.6.0', 2, '1 minute');
+ALTER EXTENSION ratelimit UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'ratelimit';
+SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'upgrade-check', 3, 1);
+SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 10);
+SELECT * FROM check_rate_limit(p_key => 'login', p_limit => 3, p_window_seconds => 60);
+SELECT * FROM ratelimit.consume('upgraded-from-0.6.0', 2, '1 minute');
+TRUNCATE upgraded;
+INSERT INTO upgraded SELECT item FROM pg_temp.extension_shape();
+SELECT 'only after upgrade' AS side, item FROM (TABLE upgraded EXCEPT TABLE fresh) AS u
+UNION ALL
+SELECT 'only in fresh install', item FROM (TABLE fresh EXCEPT TABLE upgraded) AS f;
 -- The update to the current version gives every function the body of the fresh install's, and
 -- every table the same columns, constraints, triggers and indexes.
 CREATE TEMP TABLE upgraded_definitions AS SELECT item FROM pg_temp.extension_definitions();
@@ -174,5 +223,26 @@ UNION ALL
 SELECT 'only in fresh install', item FROM (TABLE fresh_definitions EXCEPT TABLE upgraded_definitions) AS f
 ORDER BY 2, 1;
 
+-- The drop-ins left in place still count, so their cleanup jobs are listed where they are.
+SELECT job_name, command FROM ratelimit.cleanup_jobs();
+
+-- The documented step: each app's extension takes its drop-ins over, rows and all.
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
+SELECT e.extname, count(*) AS members FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+WHERE d.deptype = 'e' AND e.extname LIKE 'ratelimit\_%' GROUP BY 1 ORDER BY 1;
+SELECT user_id, rpc_name, call_count FROM rpc_rate_limits;
+SELECT check_rate_limit_for_user('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'upgrade-check', 3, 1);
+SELECT endpoint, counter FROM rate_limits;
+SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'tasks', 50, 3600, 10);
+SELECT error_of($$CREATE EXTENSION ratelimit_sliding_window_limits$$);
+-- In a schema of its own app's only, the sliding window's takes over too.
+DROP EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_sliding_window_limits;
+SELECT key, count FROM rate_limit_buckets;
+SELECT * FROM check_rate_limit('login', 3, 60);
+SELECT * FROM check_rate_limit('login', 3, 60);
+SELECT obj_description('rate_limit_buckets'::regclass, 'pg_class') AS comment;
+
 RESET ratelimit.test_clock;
-DROP EXTENSION ratelimit;
+DROP EXTENSION ratelimit CASCADE;

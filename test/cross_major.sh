@@ -9,9 +9,12 @@
 # --in-roots in the Debian 12 root) and for MAJOR (in its root): test/run.sh does both first.
 #  - on 15: the extension with every preset, a policy edited, tiers, a key override, allow and
 #    deny entries, a PostgREST route, policies on the table, unlogged and memory engines and
-#    native keys on each, the three drop-ins' tables written through their functions, and an
-#    application table with a column of the extension's type; counters spent to a known point;
-#  - dumped with 15's pg_dump -Fc, restored with MAJOR's pg_restore: no error, no warning;
+#    native keys on each, the three drop-in extensions (the per-RPC and endpoint limits in
+#    public, the sliding window's in the schema sliding_window) and their tables written through
+#    their functions, and an application table with a column of the extension's type; counters
+#    spent to a known point;
+#  - dumped with 15's pg_dump -Fc, restored with MAJOR's pg_restore: no error, no warning; every
+#    extension comes back at its version, each drop-in extension in its schema;
 #  - the same rows in every table pg_dump carries (the policy tables, the routes, key_state, the
 #    application's table), and what docs/operations.md says is not carried starts empty: the
 #    unlogged counters, the drop-ins' tables, the memory engine's keys;
@@ -45,10 +48,17 @@ table_rows() {
     local table
     for table in ratelimit.policies ratelimit.tiers ratelimit.key_overrides ratelimit.access_list \
         ratelimit.request_routes ratelimit.key_state ratelimit.key_state_unlogged \
-        public.rpc_rate_limits public.rate_limits public.rate_limit_buckets public.app_events; do
+        public.rpc_rate_limits public.rate_limits sliding_window.rate_limit_buckets public.app_events; do
         sql "SELECT '$table ' || count(*) || ' ' || coalesce(md5(string_agg(t::text, '|' ORDER BY t::text)), '-')
              FROM $table t"
     done
+}
+
+# The ratelimit extensions on one line: each one's name, version and schema.
+extensions() {
+    sql "SELECT string_agg(e.extname || ' ' || e.extversion || ' ' || n.nspname, ', ' ORDER BY e.extname)
+         FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+         WHERE e.extname LIKE 'ratelimit%'"
 }
 
 # The 15 side: the database, its rows, and the dump in FILE (the rows in FILE.rows).
@@ -57,6 +67,12 @@ dump_side() {
     start_side_cluster
     createdb moved
     sql "CREATE EXTENSION ratelimit" >/dev/null
+    # Every app's drop-ins: the sliding window's check_rate_limit shares the per-RPC one's name,
+    # so it has a schema of its own.
+    sql "CREATE EXTENSION ratelimit_rpc_limits" >/dev/null
+    sql "CREATE EXTENSION ratelimit_endpoint_limits" >/dev/null
+    sql "CREATE SCHEMA sliding_window" >/dev/null
+    sql "CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window" >/dev/null
     sql "SELECT ratelimit.load_preset(preset) FROM ratelimit.presets()" >/dev/null
     sql "UPDATE ratelimit.policies SET \"limit\" = 7 WHERE name = 'rpc.send-friend-request'"
     sql "INSERT INTO ratelimit.access_list (action, ip, reason) VALUES ('deny', '203.0.113.0/24', 'abuse')"
@@ -81,13 +97,14 @@ dump_side() {
     sql "SET request.jwt.claims = '{\"sub\": \"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"}';
          SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 20, p_window_minutes => 1)" >/dev/null
     sql "SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'ai-inference', 10, 3600, 3)" >/dev/null
-    sql "SELECT * FROM check_rate_limit(p_key => 'login:203.0.113.7', p_limit => 5, p_window_seconds => 60)" >/dev/null
+    sql "SELECT * FROM sliding_window.check_rate_limit(p_key => 'login:203.0.113.7', p_limit => 5, p_window_seconds => 60)" >/dev/null
     # An application table keeping decisions in a column of the extension's type.
     sql "CREATE TABLE public.app_events (id integer PRIMARY KEY, decision ratelimit.policy_decision)"
     sql "INSERT INTO public.app_events SELECT n, ratelimit.check('rpc.auth', 'app-' || n) FROM generate_series(1, 3) n"
 
     table_rows >"$file.rows"
     sql "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'" >"$file.version"
+    extensions >"$file.extensions"
     "$CLUSTER_BINDIR/pg_dump" -Fc -f "$file" moved 2>"$file.err"
     chmod 644 "$file" "$file".*
     echo "# dumped by $("$CLUSTER_BINDIR/pg_dump" --version)"
@@ -106,12 +123,14 @@ restore_side() {
     is "$(cat "$CLUSTER_DIR/restore.err")" "" "with no error or warning"
     is "$(sql "SELECT extversion FROM pg_extension WHERE extname = 'ratelimit'")" "$(cat "$file.version")" \
         "the same version of the extension"
+    is "$(extensions)" "$(cat "$file.extensions")" \
+        "the drop-in extensions come back, each at its version and in its schema"
 
     local restored table count digest
     restored="$(table_rows)"
     while read -r table count digest; do
         case "$table" in
-        ratelimit.key_state_unlogged | public.rpc_rate_limits | public.rate_limits | public.rate_limit_buckets)
+        ratelimit.key_state_unlogged | public.rpc_rate_limits | public.rate_limits | sliding_window.rate_limit_buckets)
             # Not dumped (docs/operations.md, "Backups"): the source had rows, the restore none.
             ok "$([ "$count" -gt 0 ] && grep -qx "$table 0 -" <<<"$restored"; echo $?)" \
                 "$table: not carried by the dump ($count rows on 15, none restored)"
@@ -149,7 +168,7 @@ restore_side() {
         "the game backend's check_rate_limit works"
     is "$(sql "SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'ai-inference', 10, 3600, 3)->>'current'")" 3 \
         "increment_rate_limit works"
-    is "$(sql "SELECT allowed || ' ' || current_count FROM check_rate_limit(p_key => 'login:203.0.113.7', p_limit => 5, p_window_seconds => 60)")" \
+    is "$(sql "SELECT allowed || ' ' || current_count FROM sliding_window.check_rate_limit(p_key => 'login:203.0.113.7', p_limit => 5, p_window_seconds => 60)")" \
         "true 1" "the sliding-window check_rate_limit works"
     ok "$(sql "INSERT INTO ratelimit.access_list (action, key) VALUES ('deny', 'new-after-restore')" >/dev/null 2>&1; echo $?)" \
         "a new access-list entry can be added"

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # pg_dump and pg_restore of a database using the extension, on a cluster of its own. TAP output;
 # exits non-zero if any check fails.
-#  - the source: presets loaded, a policy edited, an access-list entry, a key override, and
-#    counters (native consume on the table engine, policy checks);
+#  - the source: presets loaded, a policy edited, an access-list entry, a key override,
+#    counters (native consume on the table engine, policy checks), and the three drop-in
+#    extensions (the per-RPC and endpoint limits in public, the sliding window's in the schema
+#    sliding_window), each written through its functions;
 #  - pg_dump -Fc, createdb, pg_restore -d into a fresh database: no error, no warning;
 #  - the four policy tables hold the same rows and ratelimit.key_state the same counters (durable
 #    counters are dumped: a restore must not hand every key a fresh quota);
 #  - the restored database decides from those counters, and a new access-list entry gets an id
-#    of its own (the identity sequence is dumped with the table).
+#    of its own (the identity sequence is dumped with the table);
+#  - the drop-in extensions come back as they were (version, schema); their tables, which the
+#    dump does not carry (docs/operations.md, "Backups"), start empty, and their functions work.
 # Run as root from the repository root, with the extension installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,8 +36,30 @@ table_rows() {
     done
 }
 
+# The ratelimit extensions on one line: each one's name, version and schema.
+extensions() {
+    sql "$1" "SELECT string_agg(e.extname || ' ' || e.extversion || ' ' || n.nspname, ', ' ORDER BY e.extname)
+              FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+              WHERE e.extname LIKE 'ratelimit%'"
+}
+# The drop-ins' rows, one number each: per-RPC, endpoint, sliding window.
+drop_in_rows() {
+    sql "$1" "SELECT (SELECT count(*) FROM public.rpc_rate_limits), (SELECT count(*) FROM public.rate_limits),
+                     (SELECT count(*) FROM sliding_window.rate_limit_buckets)"
+}
+user_id=a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11
+
 createdb source_db
 sql source_db "CREATE EXTENSION ratelimit"
+# Every app's drop-ins: the sliding window's check_rate_limit shares the per-RPC one's name, so it
+# has a schema of its own.
+sql source_db "CREATE EXTENSION ratelimit_rpc_limits"
+sql source_db "CREATE EXTENSION ratelimit_endpoint_limits"
+sql source_db "CREATE SCHEMA sliding_window"
+sql source_db "CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window"
+sql source_db "SELECT check_rate_limit_for_user('$user_id', 'complete-game', 20, 1)" >/dev/null
+sql source_db "SELECT increment_rate_limit('$user_id', 'ai-inference', 10, 3600, 3)" >/dev/null
+sql source_db "SELECT * FROM sliding_window.check_rate_limit('login:203.0.113.7', 5, 60)" >/dev/null
 sql source_db "SELECT ratelimit.load_preset(preset) FROM ratelimit.presets()" >/dev/null
 sql source_db "UPDATE ratelimit.policies SET \"limit\" = 7 WHERE name = 'rpc.send-friend-request'"
 sql source_db "INSERT INTO ratelimit.access_list (action, ip, reason) VALUES ('deny', '203.0.113.0/24', 'abuse')"
@@ -44,6 +70,7 @@ sql source_db "SELECT ratelimit.check('rpc.auth', 'user-1') FROM generate_series
 sql source_db "SELECT ratelimit.check('endpoint.ai-inference', 'user-1') FROM generate_series(1, 4)" >/dev/null
 
 is "$(sql source_db "SELECT count(*) FROM ratelimit.key_state")" 3 "the source holds counters for three keys"
+is "$(drop_in_rows source_db)" "1 1 1" "and a row in each drop-in's table"
 
 dump="$CLUSTER_DIR/source.dump"
 ok "$("$BINDIR/pg_dump" -Fc -f "$dump" source_db 2>"$CLUSTER_DIR/dump.err"; echo $?)" "pg_dump -Fc succeeds"
@@ -78,6 +105,18 @@ is "$(sql restored_db "SELECT reason FROM ratelimit.check('rpc.auth', 'user-2', 
 ok "$(sql restored_db "INSERT INTO ratelimit.access_list (action, key) VALUES ('deny', 'new-after-restore')" >/dev/null 2>&1; echo $?)" \
     "a new access-list entry can be added after the restore"
 is "$(sql restored_db "SELECT count(DISTINCT id) FROM ratelimit.access_list")" 3 "with an id of its own"
+
+# The drop-in extensions.
+is "$(extensions restored_db)" "$(extensions source_db)" \
+    "the drop-in extensions come back, each at its version and in its schema"
+is "$(drop_in_rows restored_db)" "0 0 0" "their tables are not carried by the dump: they start empty"
+is "$(sql restored_db "SELECT check_rate_limit_for_user('$user_id', 'complete-game', 1, 1)")" t \
+    "the per-RPC check works (and counts afresh)"
+is "$(sql restored_db "SELECT increment_rate_limit('$user_id', 'ai-inference', 10, 3600, 3) ->> 'current'")" 3 \
+    "so does increment_rate_limit"
+is "$(sql restored_db "SELECT allowed || ' ' || current_count FROM sliding_window.check_rate_limit('login:203.0.113.7', 5, 60)")" \
+    "true 1" "and the sliding window's check_rate_limit, in its schema"
+is "$(drop_in_rows restored_db)" "1 1 1" "each writing its own table"
 
 echo "1..$checks"
 exit $((failures > 0))

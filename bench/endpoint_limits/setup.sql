@@ -4,7 +4,7 @@
 -- call is recorded.
 \set ON_ERROR_STOP on
 
-CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_endpoint_limits CASCADE;
 
 -- Same columns, constraints, fillfactor, indexes and logging as the extension's rate_limits.
 CREATE TABLE bench_rate_limits (

@@ -4,7 +4,7 @@
 -- extension's, so that the two differ only in how a call is recorded.
 \set ON_ERROR_STOP on
 
-CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits CASCADE;
 
 -- Same columns, constraints, fillfactor and logging as the extension's rpc_rate_limits.
 CREATE TABLE bench_rpc_rate_limits (

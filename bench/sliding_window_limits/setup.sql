@@ -11,7 +11,7 @@
 -- (the original's own alternative), so neither side cleans up during a call.
 \set ON_ERROR_STOP on
 
-CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_sliding_window_limits CASCADE;
 
 -- Same columns, constraints, fillfactor, indexes and logging as the extension's
 -- rate_limit_buckets.

@@ -8,6 +8,9 @@
 // matching route applies; a policy named by several matching routes is checked once, under the
 // first of them (routes are given in id order).
 //
+// A route may name where the request's tier is in its JWT claims (tier_claim): the tier of the
+// check is the first such claim, among the applied routes, that the claims hold.
+//
 // Keys (each policy counts in its own namespace; the prefixes keep users and addresses apart
 // within one):
 //   user        'user:' || the JWT's sub; a request without one skips the route
@@ -34,6 +37,9 @@ struct RequestRoute {
     std::vector<std::string> roles;  // empty: any role
     std::string policy;
     RouteKey key = RouteKey::kUserOrIp;
+    // Where the request's tier is in the JWT claims: a path of member names ("app_metadata.tier");
+    // empty for none.
+    std::string tier_claim;
 };
 
 struct RouteRequest {
@@ -51,7 +57,16 @@ struct RouteChecks {
     // A matching route is keyed by the user (user, user_or_ip): only then does the request's
     // identity matter, so only then may a malformed one refuse the request.
     bool uses_user = false;
+    // The tier claims of the applied routes, in route order: the request's tier is the first of
+    // them the claims hold (one tier for the whole all-or-nothing check).
+    std::vector<std::string> tier_claims;
 };
+
+// A tier claim path is 1 to 8 member names of letters, digits, '_', '-' or '$', joined by '.'.
+bool valid_tier_claim(std::string_view path) noexcept;
+
+// The member names of a valid tier claim path, in order.
+std::vector<std::string> tier_claim_members(std::string_view path);
 
 RouteChecks match_routes(const std::vector<RequestRoute>& routes, const RouteRequest& request);
 

@@ -1,74 +1,5 @@
 -- Cleanup: the functions that delete rows that no longer count, and their pg_cron jobs.
 
--- Deletes rows whose window ended more than p_older_than ago: they no longer count (the next
--- call would restart them) and nobody has called since. Returns how many rows went.
-CREATE FUNCTION @extschema@.cleanup_rpc_rate_limits(p_older_than interval DEFAULT interval '48 hours')
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deleted integer;
-BEGIN
-    IF p_older_than IS NULL THEN
-        RAISE EXCEPTION 'p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_older_than < interval '0' THEN
-        RAISE EXCEPTION 'p_older_than must not be negative, got %', p_older_than
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    DELETE FROM @extschema@.rpc_rate_limits
-    WHERE window_expires_at < ratelimit.clock_now() - p_older_than;
-    GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN deleted;
-END
-$$;
-
-COMMENT ON FUNCTION @extschema@.cleanup_rpc_rate_limits(interval) IS
-    'ratelimit: deletes rpc_rate_limits rows whose window ended more than p_older_than ago';
-
--- Deletes windows that have ended; returns how many rows went.
-CREATE FUNCTION @extschema@.cleanup_expired_rate_limits()
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    deleted integer;
-BEGIN
-    DELETE FROM @extschema@.rate_limits WHERE expires_at <= ratelimit.clock_now();
-    GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN deleted;
-END
-$$;
-
-COMMENT ON FUNCTION @extschema@.cleanup_expired_rate_limits() IS
-    'ratelimit: deletes rate_limits windows that have ended';
-
--- Deletes buckets that no longer count for the longest window in use; returns how many.
-CREATE FUNCTION @extschema@.cleanup_old_rate_limit_buckets()
-RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    longest_window integer;
-    deleted integer;
-BEGIN
-    SELECT max(window_seconds) INTO longest_window FROM @extschema@.rate_limit_buckets;
-    IF longest_window IS NULL THEN
-        RETURN 0;
-    END IF;
-    DELETE FROM @extschema@.rate_limit_buckets
-    WHERE bucket_time <= ratelimit.clock_now() - make_interval(secs => longest_window);
-    GET DIAGNOSTICS deleted = ROW_COUNT;
-    RETURN deleted;
-END
-$$;
-
-COMMENT ON FUNCTION @extschema@.cleanup_old_rate_limit_buckets() IS
-    'ratelimit: deletes rate_limit_buckets rows that no longer count for the longest window in use';
-
 -- Deletes the rows that decide exactly like no row (expired windows, full buckets, ended
 -- blocks) from one engine's table, or both when p_engine is NULL; returns how many.
 CREATE FUNCTION ratelimit.cleanup_key_state(p_engine text DEFAULT NULL)
@@ -100,25 +31,44 @@ BEGIN
 END
 $$;
 
--- The cleanup jobs: name, default schedule, command.
+-- The cleanup jobs: name, default schedule, command. The state tables' always; each drop-in
+-- app's in the schema of its extension when that is installed, else where a ratelimit 0.6.0
+-- install left its drop-ins in place (they still count, so they still need cleaning). It reads
+-- the catalogs only; SECURITY DEFINER lets anyone list the jobs through left_by_ratelimit.
 CREATE FUNCTION ratelimit.cleanup_jobs()
 RETURNS TABLE(job_name text, schedule text, command text)
-LANGUAGE sql IMMUTABLE
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    VALUES
-        ('ratelimit-cleanup-rpc-rate-limits', '17 3 * * *',
-         'SELECT @extschema@.cleanup_rpc_rate_limits()'),
-        ('ratelimit-cleanup-expired-rate-limits', '0 * * * *',
-         'SELECT @extschema@.cleanup_expired_rate_limits()'),
-        ('ratelimit-cleanup-old-rate-limit-buckets', '*/10 * * * *',
-         'SELECT @extschema@.cleanup_old_rate_limit_buckets()'),
-        ('ratelimit-cleanup-key-state', '*/5 * * * *',
-         'SELECT ratelimit.cleanup_key_state()')
+    SELECT j.job_name, j.schedule, pg_catalog.format('SELECT %I.%I()', s.schema_name, j.function_name)
+    FROM (VALUES
+        (1, 'ratelimit_rpc_limits', 'ratelimit-cleanup-rpc-rate-limits', '17 3 * * *',
+         'cleanup_rpc_rate_limits'),
+        (2, 'ratelimit_endpoint_limits', 'ratelimit-cleanup-expired-rate-limits', '0 * * * *',
+         'cleanup_expired_rate_limits'),
+        (3, 'ratelimit_sliding_window_limits', 'ratelimit-cleanup-old-rate-limit-buckets',
+         '*/10 * * * *', 'cleanup_old_rate_limit_buckets'),
+        (4, NULL, 'ratelimit-cleanup-key-state', '*/5 * * * *', 'cleanup_key_state')
+    ) AS j(n, extension, job_name, schedule, function_name)
+    CROSS JOIN LATERAL (
+        SELECT coalesce(
+            CASE WHEN j.extension IS NULL THEN 'ratelimit' END,
+            (SELECT n.nspname FROM pg_catalog.pg_extension e
+             JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+             WHERE e.extname = j.extension),
+            (SELECT n.nspname FROM pg_catalog.pg_proc p
+             JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+             WHERE p.proname = j.function_name
+               AND ratelimit.left_by_ratelimit(p.oid, 'pg_proc', j.extension)
+             ORDER BY 1 LIMIT 1)) AS schema_name
+    ) AS s
+    WHERE s.schema_name IS NOT NULL
+    ORDER BY j.n
 $$;
 
 -- Schedules every cleanup with pg_cron (again: an existing job of the same name is updated),
--- on each job's default schedule or on p_schedule for all. The jobs run as the calling role.
+-- on each job's default schedule or on p_schedule for all, and removes the jobs of drop-in
+-- extensions dropped since. The jobs run as the calling role.
 CREATE FUNCTION ratelimit.schedule_cleanup(p_schedule text DEFAULT NULL)
 RETURNS TABLE(job_name text, schedule text, command text, job_id bigint)
 LANGUAGE plpgsql VOLATILE
@@ -134,6 +84,11 @@ BEGIN
                          'database, run CREATE EXTENSION pg_cron, then call ratelimit.schedule_cleanup() '
                          'again; or run the cleanup functions from another scheduler.';
     END IF;
+    -- The jobs named ratelimit-cleanup-* are ratelimit's: one whose drop-in extension is no
+    -- longer installed would fail at every run, so it goes.
+    EXECUTE 'SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname LIKE ''ratelimit-cleanup-%'' '
+            'AND jobname NOT IN (SELECT c.job_name FROM ratelimit.cleanup_jobs() AS c) '
+            'AND database = pg_catalog.current_database()';
     FOR job IN SELECT * FROM ratelimit.cleanup_jobs() LOOP
         job_name := job.job_name;
         schedule := coalesce(p_schedule, job.schedule);
@@ -145,7 +100,8 @@ BEGIN
 END
 $$;
 
--- Removes the jobs schedule_cleanup() created; returns how many it removed.
+-- Removes the jobs schedule_cleanup() created (every ratelimit-cleanup-* job of this
+-- database, also one of a drop-in extension dropped since); returns how many it removed.
 CREATE FUNCTION ratelimit.unschedule_cleanup()
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
@@ -159,8 +115,8 @@ BEGIN
         RAISE EXCEPTION 'pg_cron is not installed in database %', pg_catalog.current_database()
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    FOR job IN EXECUTE 'SELECT jobid FROM cron.job WHERE jobname IN '
-                       '(SELECT job_name FROM ratelimit.cleanup_jobs())' LOOP
+    FOR job IN EXECUTE 'SELECT jobid FROM cron.job WHERE jobname LIKE ''ratelimit-cleanup-%'' '
+                       'AND database = pg_catalog.current_database()' LOOP
         EXECUTE 'SELECT cron.unschedule($1::bigint)' USING job.jobid;
         removed := removed + 1;
     END LOOP;

@@ -66,6 +66,11 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    -- The name first, in words (the table's check constraint would only name itself).
+    IF NEW.name IS NOT NULL AND NEW.name !~ '^[A-Za-z0-9_.:-]{1,63}$' THEN
+        RAISE EXCEPTION 'name may hold only letters, digits, _ . : and - (1 to 63 of them; / is reserved): group names with dots, as in activity.create_post'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     PERFORM ratelimit.validate_limit(NEW."limit", NEW.period, NEW.algorithm, NEW.engine,
                                      NEW.burst, NEW.time_zone);
     PERFORM ratelimit.validate_policy_options(NEW.algorithm, NEW.penalty_blocks,

@@ -15,7 +15,11 @@ CREATE TABLE ratelimit.request_routes (
     policy text NOT NULL REFERENCES ratelimit.policies (name) ON UPDATE CASCADE ON DELETE CASCADE,
     -- user (the JWT's sub), ip (the client address), user_or_ip, or global.
     key text NOT NULL DEFAULT 'user_or_ip',
-    description text
+    description text,
+    -- Where the request's tier is in its JWT claims, as member names joined by '.'
+    -- ('app_metadata.tier'); NULL for none. The first such claim of the matching routes that the
+    -- claims hold, if it names a row of ratelimit.tiers, is the tier of the request's check.
+    tier_claim text
 );
 
 COMMENT ON TABLE ratelimit.request_routes IS
@@ -50,6 +54,14 @@ BEGIN
     IF NEW.key NOT IN ('user', 'ip', 'user_or_ip', 'global') THEN
         RAISE EXCEPTION 'key must be user, ip, user_or_ip or global (got "%")', pg_catalog.left(NEW.key, 64)
             USING ERRCODE = '22023';
+    END IF;
+    IF NEW.tier_claim IS NOT NULL
+       AND (NEW.tier_claim !~ '^[A-Za-z0-9_$-]+([.][A-Za-z0-9_$-]+){0,7}$'
+            OR pg_catalog.octet_length(NEW.tier_claim) > 200) THEN
+        RAISE EXCEPTION 'tier_claim must be 1 to 8 JSON member names of letters, digits, _, - or $ joined by . (got "%")',
+            pg_catalog.left(NEW.tier_claim, 64)
+            USING ERRCODE = '22023',
+                  HINT = 'For Supabase''s app_metadata.tier: tier_claim = ''app_metadata.tier''. Never a claim the user can write (user_metadata).';
     END IF;
     SELECT p.engine INTO engine FROM ratelimit.policies p WHERE p.name = NEW.policy;
     -- A concurrency policy is decided by leases, which a request's check cannot take.

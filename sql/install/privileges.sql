@@ -13,28 +13,88 @@ ALTER TABLE ratelimit.request_routes ENABLE ROW LEVEL SECURITY;
 -- Privileges by construction. Default privileges (ALTER DEFAULT PRIVILEGES, database-wide or
 -- IN SCHEMA) hand new tables, views, sequences, functions, types and schemas to whichever roles
 -- they name, TRUNCATE (which ignores row level security) and EXECUTE on reset and block
--- included. So every member of the extension loses every grant but its owner's, PUBLIC's
--- included, and then gets exactly the grants listed below: the list of docs/operations.md,
--- "Who may call what". Keep this block last.
+-- included. So every member of an extension of ratelimit's loses every grant but its owner's,
+-- PUBLIC's included, and then gets exactly the grants its script lists: the list of
+-- docs/operations.md, "Who may call what". ratelimit's own list is the last block here; each
+-- drop-in extension passes its own (sql/drop_ins/).
 ------------------------------------------------------------------------------------------------
 
-DO $$
+-- p_reset_every_role: at install the objects are new, so any grant on them came from default
+-- privileges and goes; an update takes back only from the roles the list speaks for (anon,
+-- authenticated). p_grants: rows of (privilege, kind, name, grantee), a role that does not
+-- exist skipped; checked whole before anything changes. Run by the extensions' scripts only
+-- (granted to nobody).
+CREATE FUNCTION ratelimit.set_member_privileges(p_extension text, p_reset_every_role boolean,
+                                                p_grants text[])
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
 DECLARE
-    -- At install the objects are new, so any grant on them came from default privileges.
-    reset_every_role constant boolean := true;
+    reset_every_role constant boolean := p_reset_every_role;
     -- The roles the list speaks for; an update takes back from them whatever it does not give.
     api_roles constant text[] := ARRAY['anon', 'authenticated'];
     member record;
     grantees text;
-    wanted record;
+    granted pg_catalog.oid[] := '{}';
+    i integer;
 BEGIN
+    IF p_extension IS NULL OR NOT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = p_extension) THEN
+        RAISE EXCEPTION 'p_extension: extension % does not exist', coalesce(pg_catalog.quote_ident(p_extension), 'NULL')
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    IF p_reset_every_role IS NULL THEN
+        RAISE EXCEPTION 'p_reset_every_role must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    -- Every member loses its grants first, so an empty or a bad list would leave them with their
+    -- owner's only: the whole list is checked before anything changes. Each row grants one of the
+    -- privileges these lists use on a member of the extension, named as PostgreSQL names it.
+    IF p_grants IS NULL OR pg_catalog.cardinality(p_grants) = 0 OR pg_catalog.array_ndims(p_grants) <> 2
+       OR pg_catalog.array_length(p_grants, 2) <> 4 OR EXISTS (SELECT FROM pg_catalog.unnest(p_grants) AS g(field) WHERE g.field IS NULL) THEN
+        RAISE EXCEPTION 'p_grants must be a list of (privilege, kind, object, grantee) rows without NULLs, at least one'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR i IN 1 .. pg_catalog.array_length(p_grants, 1) LOOP
+        IF (p_grants[i][2], p_grants[i][1]) NOT IN (('FUNCTION', 'EXECUTE'), ('TABLE', 'SELECT'),
+                                                     ('SCHEMA', 'USAGE'), ('TYPE', 'USAGE')) THEN
+            RAISE EXCEPTION 'p_grants[%]: % on a % is not a grant of the extensions'' lists (EXECUTE on a FUNCTION, SELECT on a TABLE, USAGE on a SCHEMA or a TYPE)',
+                i, pg_catalog.quote_literal(p_grants[i][1]), pg_catalog.quote_literal(p_grants[i][2])
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- The object's name is read by its type's input function, never spliced in as SQL
+        -- (PostgreSQL 15 raises on a name it cannot parse where later majors answer NULL).
+        BEGIN
+            granted[i] := CASE p_grants[i][2]
+                WHEN 'FUNCTION' THEN pg_catalog.to_regprocedure(p_grants[i][3])::pg_catalog.oid
+                WHEN 'TABLE' THEN pg_catalog.to_regclass(p_grants[i][3])::pg_catalog.oid
+                WHEN 'SCHEMA' THEN pg_catalog.to_regnamespace(p_grants[i][3])::pg_catalog.oid
+                ELSE pg_catalog.to_regtype(p_grants[i][3])::pg_catalog.oid END;
+        EXCEPTION WHEN syntax_error OR invalid_name OR invalid_text_representation THEN
+            granted[i] := NULL;
+        END;
+        IF granted[i] IS NULL OR NOT EXISTS (
+               SELECT FROM pg_catalog.pg_depend d
+               JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+               WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
+                 AND e.extname = p_extension AND d.objid = granted[i]
+                 AND d.classid = CASE p_grants[i][2]
+                     WHEN 'FUNCTION' THEN 'pg_catalog.pg_proc'::pg_catalog.regclass
+                     WHEN 'TABLE' THEN 'pg_catalog.pg_class'::pg_catalog.regclass
+                     WHEN 'SCHEMA' THEN 'pg_catalog.pg_namespace'::pg_catalog.regclass
+                     ELSE 'pg_catalog.pg_type'::pg_catalog.regclass END) THEN
+            RAISE EXCEPTION 'p_grants[%]: % % is not a member of extension %', i,
+                pg_catalog.lower(p_grants[i][2]), pg_catalog.quote_literal(p_grants[i][3]), p_extension
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END LOOP;
+
     FOR member IN
         WITH members AS (
             SELECT d.classid, d.objid
             FROM pg_catalog.pg_depend d
             JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
             WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
-              AND d.deptype = 'e' AND e.extname = 'ratelimit')
+              AND d.deptype = 'e' AND e.extname = p_extension)
         SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind,
                pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, c.relowner AS owner,
                ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(c.relacl) a
@@ -95,78 +155,74 @@ BEGIN
         END IF;
     END LOOP;
 
-    FOR wanted IN
-        SELECT g.privilege, g.kind, g.name, g.grantee
-        FROM (VALUES
-            -- Everyone: the game backend's check counts only the caller; the rest compute from
-            -- their arguments only. A type reveals nothing.
-            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit(text, integer, integer)'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.http_headers(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.http_body(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.validate_limit(integer, interval, text, text, integer, text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.validate_policy_options(text, interval[], interval, interval)'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.hash_subject(text)'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.cleanup_jobs()'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            -- PostgREST calls its db-pre-request hook as the request's role, whatever it is;
-            -- its API roles need the schema to reach it (and reach nothing else there that
-            -- PUBLIC does not).
-            ('EXECUTE', 'FUNCTION', 'ratelimit.pre_request()'::pg_catalog.regprocedure::text, 'PUBLIC'),
-            ('USAGE', 'SCHEMA', 'ratelimit', 'anon'),
-            ('USAGE', 'SCHEMA', 'ratelimit', 'authenticated'),
-            ('USAGE', 'TYPE', 'ratelimit.decision'::pg_catalog.regtype::text, 'PUBLIC'),
-            ('USAGE', 'TYPE', 'ratelimit.policy_decision'::pg_catalog.regtype::text, 'PUBLIC'),
-            -- An authenticated user spends only its own endpoint quota (checked against the JWT).
-            ('EXECUTE', 'FUNCTION', '@extschema@.increment_rate_limit(uuid, text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'authenticated'),
-            -- service_role (Supabase's trusted server code): deciding, the counters, and the
-            -- drop-ins' calls that name a user or a key; never the policy tables.
-            ('USAGE', 'SCHEMA', 'ratelimit', 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.check(text, text, integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.check_many(text, text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.check_all(text[], text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.allow(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.consume_many(text[], integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.peek_many(text[], integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.acquire(text, integer, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.release(bigint)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.in_flight(text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.acquire_policy(text, text, integer, text, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.lease_decision(text, ratelimit.lease)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.reserve(text, integer, interval, integer, text, text, integer, interval)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.settle(bigint, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.cancel(bigint)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.reserve_policy(text, text, integer, interval, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.reset(text, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.block(text, interval, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.reset_policy_key(text, text)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.block_policy_key(text, text, interval)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.policy_stats()'::pg_catalog.regprocedure::text, 'service_role'),
-            ('SELECT', 'TABLE', 'ratelimit.policy_stats'::pg_catalog.regclass::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.top_offenders(integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.metrics()'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.memory_stats()'::pg_catalog.regprocedure::text, 'service_role'),
-            ('SELECT', 'TABLE', 'ratelimit.memory_stats'::pg_catalog.regclass::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', 'ratelimit.memory_stats_by_database()'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_for_user(uuid, text, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_rpc_rate_limits(interval)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', '@extschema@.increment_rate_limit(uuid, text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit(text, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer)'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_expired_rate_limits()'::pg_catalog.regprocedure::text, 'service_role'),
-            ('EXECUTE', 'FUNCTION', '@extschema@.cleanup_old_rate_limit_buckets()'::pg_catalog.regprocedure::text, 'service_role')
-        ) AS g(privilege, kind, name, grantee)
-        WHERE g.grantee = 'PUBLIC'
-           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = g.grantee)
-    LOOP
-        EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s', wanted.privilege, wanted.kind, wanted.name,
-                                  CASE wanted.grantee WHEN 'PUBLIC' THEN 'PUBLIC'
-                                  ELSE pg_catalog.quote_ident(wanted.grantee) END);
+    FOR i IN 1 .. pg_catalog.array_length(p_grants, 1) LOOP
+        IF p_grants[i][4] = 'PUBLIC'
+           OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = p_grants[i][4]) THEN
+            EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s', p_grants[i][1], p_grants[i][2],
+                                      CASE p_grants[i][2]
+                                          WHEN 'FUNCTION' THEN granted[i]::pg_catalog.regprocedure::text
+                                          WHEN 'TABLE' THEN granted[i]::pg_catalog.regclass::text
+                                          WHEN 'SCHEMA' THEN granted[i]::pg_catalog.regnamespace::text
+                                          ELSE granted[i]::pg_catalog.regtype::text END,
+                                      CASE p_grants[i][4] WHEN 'PUBLIC' THEN 'PUBLIC'
+                                      ELSE pg_catalog.quote_ident(p_grants[i][4]) END);
+        END IF;
     END LOOP;
 END
 $$;
+
+-- ratelimit's list. Keep this statement last.
+SELECT ratelimit.set_member_privileges('ratelimit', true, ARRAY[
+    -- Everyone: these compute from their arguments only. A type reveals nothing.
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.http_headers(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.http_body(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.validate_limit(integer, interval, text, text, integer, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.validate_policy_options(text, interval[], interval, interval)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.hash_subject(text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.cleanup_jobs()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    -- PostgREST calls its db-pre-request hook as the request's role, whatever it is;
+    -- its API roles need the schema to reach it (and reach nothing else there that
+    -- PUBLIC does not).
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.pre_request()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['USAGE', 'SCHEMA', 'ratelimit', 'anon'],
+    ARRAY['USAGE', 'SCHEMA', 'ratelimit', 'authenticated'],
+    ARRAY['USAGE', 'TYPE', 'ratelimit.decision'::pg_catalog.regtype::text, 'PUBLIC'],
+    ARRAY['USAGE', 'TYPE', 'ratelimit.policy_decision'::pg_catalog.regtype::text, 'PUBLIC'],
+    -- An authenticated user spends only its own endpoint quota (checked against the JWT).
+    -- service_role (Supabase's trusted server code): deciding and the counters; never the
+    -- policy tables.
+    ARRAY['USAGE', 'SCHEMA', 'ratelimit', 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check(text, text, integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check_many(text, text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check_all(text[], text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.allow(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.consume_many(text[], integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.peek_many(text[], integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.acquire(text, integer, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.release(bigint)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.in_flight(text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.acquire_policy(text, text, integer, text, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.lease_decision(text, ratelimit.lease)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.reserve(text, integer, interval, integer, text, text, integer, interval)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.settle(bigint, integer)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.cancel(bigint)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.reserve_policy(text, text, integer, interval, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.reset(text, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.block(text, interval, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.consume_all(text[], integer[], interval[], text[], text[], integer[], boolean[], integer)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.reset_policy_key(text, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.block_policy_key(text, text, interval)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.policy_stats()'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['SELECT', 'TABLE', 'ratelimit.policy_stats'::pg_catalog.regclass::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.top_offenders(integer)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.metrics()'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.memory_stats()'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['SELECT', 'TABLE', 'ratelimit.memory_stats'::pg_catalog.regclass::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.memory_stats_by_database()'::pg_catalog.regprocedure::text, 'service_role']
+]);

@@ -1,13 +1,16 @@
 -- The drop-in functions, routed. Each is the shard's own function of the same name and
--- arguments (found through the shard's search_path: the schema CREATE EXTENSION ratelimit was
--- given there, normally public), run as the calling role, for the caller the router resolved:
--- the router reads the JWT caller from its own request settings (request.jwt.claim.sub, then
--- request.jwt.claims' "sub") and the shard's statement runs with request.jwt.claim.sub set to
--- that caller alone (set by a subquery that runs first: OFFSET 0 keeps it from being merged
--- into the outer query), so the shard applies the caller rule of the local functions to the same
--- caller and role. A user's keys are routed by the user's id, so one user's counts live on one
--- shard. check_rate_limit_tiers is not routed: its global tier is one key for every caller, and
--- all or nothing over it and a caller's keys cannot run on one shard.
+-- arguments, found through the shard's search_path: the schema its drop-in extension
+-- (ratelimit_rpc_limits, ratelimit_endpoint_limits, ratelimit_sliding_window_limits) was given
+-- there, normally public. A shard that holds both apps' check_rate_limit keeps them in two
+-- schemas and names both in its search_path: the per-RPC call names its arguments and the keyed
+-- one passes four, so each finds only its own. Each runs as the calling role, for the caller the
+-- router resolved: the router reads the JWT caller from its own request settings
+-- (request.jwt.claim.sub, then request.jwt.claims' "sub") and the shard's statement runs with
+-- request.jwt.claim.sub set to that caller alone (set by a subquery that runs first: OFFSET 0
+-- keeps it from being merged into the outer query), so the shard applies the caller rule of the
+-- local functions to the same caller and role. A user's keys are routed by the user's id, so one
+-- user's counts live on one shard. check_rate_limit_tiers is not routed: its global tier is one
+-- key for every caller, and all or nothing over it and a caller's keys cannot run on one shard.
 
 -- The JWT caller as the local functions resolve it (the extension's own code), or NULL when the
 -- request has none. Refused as locally: a request.jwt.claim.sub that is not a UUID, claims that

@@ -95,8 +95,41 @@ RouteChecks match_routes(const std::vector<RequestRoute>& routes, const RouteReq
         }
         checks.policies.push_back(route.policy);
         checks.keys.push_back(std::move(key));
+        if (!route.tier_claim.empty())
+            checks.tier_claims.push_back(route.tier_claim);
     }
     return checks;
+}
+
+bool valid_tier_claim(std::string_view path) noexcept {
+    if (path.empty() || path.size() > 200)
+        return false;
+    int members = 1;
+    bool in_member = false;
+    for (const char c : path) {
+        if (c == '.') {
+            if (!in_member || ++members > 8)
+                return false;
+            in_member = false;
+            continue;
+        }
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                        (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '$';
+        if (!ok)
+            return false;
+        in_member = true;
+    }
+    return in_member;
+}
+
+std::vector<std::string> tier_claim_members(std::string_view path) {
+    std::vector<std::string> members;
+    std::size_t start = 0;
+    for (std::size_t dot = path.find('.'); dot != std::string_view::npos;
+         start = dot + 1, dot = path.find('.', start))
+        members.emplace_back(path.substr(start, dot - start));
+    members.emplace_back(path.substr(start));
+    return members;
 }
 
 }  // namespace ratelimit

@@ -142,7 +142,96 @@ void scan_claims(const char* claims, ClaimsScan* scan) {
         scan->top_is_object = false;
 }
 
+// What a scan for one claim by its path collects: plain values only (the callbacks run inside
+// call_postgres()).
+constexpr int kMaxClaimPath = 8;
+struct ClaimPathScan {
+    const char* const* path = nullptr;  // the member names, outermost first
+    int path_length = 0;
+    int depth = 0;
+    // at[d]: the member name of the value at depth d + 1 (within d + 1 open containers); null
+    // for an array's element.
+    const char* at[kMaxClaimPath] = {};
+    char* value = nullptr;  // palloc'd: the last string found at the path
+};
+
+bool at_path(const ClaimPathScan* scan) {
+    if (scan->depth != scan->path_length)
+        return false;
+    for (int i = 0; i < scan->path_length; ++i) {
+        if (scan->at[i] == nullptr || strcmp(scan->at[i], scan->path[i]) != 0)
+            return false;
+    }
+    return true;
+}
+
+CLAIMS_ACTION_RESULT path_start(void* state) {
+    ++static_cast<ClaimPathScan*>(state)->depth;
+    CLAIMS_ACTION_DONE;
+}
+
+CLAIMS_ACTION_RESULT path_end(void* state) {
+    --static_cast<ClaimPathScan*>(state)->depth;
+    CLAIMS_ACTION_DONE;
+}
+
+CLAIMS_ACTION_RESULT path_field_start(void* state, char* name, bool) {
+    auto* scan = static_cast<ClaimPathScan*>(state);
+    // A member of the object at depth d names the value at depth d + 1.
+    if (scan->depth >= 1 && scan->depth <= kMaxClaimPath)
+        scan->at[scan->depth - 1] = name;
+    CLAIMS_ACTION_DONE;
+}
+
+CLAIMS_ACTION_RESULT path_array_element_start(void* state, bool) {
+    auto* scan = static_cast<ClaimPathScan*>(state);
+    // An array element has no member name: nothing inside it is at a path of names.
+    if (scan->depth >= 1 && scan->depth <= kMaxClaimPath)
+        scan->at[scan->depth - 1] = nullptr;
+    CLAIMS_ACTION_DONE;
+}
+
+CLAIMS_ACTION_RESULT path_scalar(void* state, char* token, JsonTokenType type) {
+    auto* scan = static_cast<ClaimPathScan*>(state);
+    // A scalar is the value of the member just named, at the current depth.
+    if (type == JSON_TOKEN_STRING && at_path(scan))
+        scan->value = token;
+    CLAIMS_ACTION_DONE;
+}
+
 }  // namespace
+
+std::optional<std::string> jwt_claim_string(const std::vector<std::string>& path) {
+    if (path.empty() || static_cast<int>(path.size()) > kMaxClaimPath)
+        return std::nullopt;
+    const char* names[kMaxClaimPath];
+    for (std::size_t i = 0; i < path.size(); ++i)
+        names[i] = path[i].c_str();
+    ClaimPathScan scan;
+    scan.path = names;
+    scan.path_length = static_cast<int>(path.size());
+    bool parsed = false;
+    call_postgres([&] {
+        const char* claims = GetConfigOption("request.jwt.claims", true, false);
+        if (claims == nullptr || claims[0] == '\0' || nesting_depth(claims) > kMaxClaimsDepth)
+            return;
+        JsonLexContext* lex = compat::json_lexer(claims, strlen(claims), GetDatabaseEncoding());
+        JsonSemAction actions;
+        memset(&actions, 0, sizeof actions);
+        actions.semstate = &scan;
+        actions.object_start = path_start;
+        actions.object_end = path_end;
+        actions.array_start = path_start;
+        actions.array_end = path_end;
+        actions.object_field_start = path_field_start;
+        actions.array_element_start = path_array_element_start;
+        actions.scalar = path_scalar;
+        parsed = pg_parse_json(lex, &actions) == JSON_SUCCESS;
+    });
+    if (!parsed || scan.value == nullptr)
+        return std::nullopt;
+    return std::string(scan.value);
+}
 
 std::optional<Subject> jwt_subject() {
     const char* claim_sub = nullptr;

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "ratelimit/identity.hpp"
 
@@ -15,6 +17,11 @@ std::optional<Subject> jwt_subject();
 // The subject as a uuid, for the Supabase apps' uuid columns and parameters: nullopt for an
 // anonymous caller; throws ArgumentError for malformed claims or a sub that is not a UUID.
 std::optional<Uuid> jwt_caller();
+
+// The string at `path` (member names, outermost first) of the request's JWT claims; nullopt when
+// the claims are missing or not JSON, or hold no string there (the last one wins when a name
+// repeats, as in jsonb).
+std::optional<std::string> jwt_claim_string(const std::vector<std::string>& path);
 
 // Whether the session's current role (the one SET ROLE chose, as PostgREST does per request,
 // not the owner of a SECURITY DEFINER function in between) is one of ratelimit.jwt_roles.

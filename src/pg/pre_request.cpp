@@ -24,6 +24,7 @@
 
 #include "pg/guard.hpp"
 #include "pg/jwt_caller.hpp"
+#include "pg/policy_cache.hpp"
 #include "pg/postgres.hpp"
 #include "pg/spi_statement.hpp"
 #include "ratelimit/error.hpp"
@@ -53,9 +54,12 @@ char* client_ip_header_setting = nullptr;
 // The routes in id order. Read per request: the table is small, and an edit applies to the
 // next request.
 const Oid kNoTypes[1] = {InvalidOid};
+// tier_claim is read through to_jsonb so that a table of a version before 0.7.0 (without it)
+// is read too, until ALTER EXTENSION ratelimit UPDATE.
 SpiStatement routes_query(
-    "SELECT methods::pg_catalog.text[], path_pattern, roles::pg_catalog.text[], policy, key "
-    "FROM %s.request_routes ORDER BY id",
+    "SELECT r.methods::pg_catalog.text[], r.path_pattern, r.roles::pg_catalog.text[], r.policy, "
+    "r.key, pg_catalog.to_jsonb(r.*) OPERATOR(pg_catalog.->>) 'tier_claim' "
+    "FROM %s.request_routes r ORDER BY r.id",
     0, kNoTypes);
 
 std::vector<std::string> text_array_strings(Datum value) {
@@ -79,6 +83,7 @@ struct RouteRow {
     std::vector<std::string> roles;
     std::string policy;
     std::string key;
+    std::string tier_claim;
 };
 
 std::vector<RouteRow> read_routes(FunctionCallInfo fcinfo) {
@@ -111,6 +116,9 @@ std::vector<RouteRow> read_routes(FunctionCallInfo fcinfo) {
             Datum key = SPI_getbinval(tuple, desc, 5, &null);
             if (!null)
                 row.key = TextDatumGetCString(key);
+            Datum tier_claim = SPI_getbinval(tuple, desc, 6, &null);
+            if (!null)
+                row.tier_claim = TextDatumGetCString(tier_claim);
             rows.push_back(std::move(row));
         }
         SPI_finish();
@@ -210,8 +218,26 @@ struct HttpAnswer {
 
 // Calls ratelimit.check_http of this extension (found next to this function), as PostgREST's
 // role could not: it is granted to service_role only.
+// The request's tier: the first of the applied routes' tier claims that the JWT claims hold, if
+// its value names a tier of ratelimit.tiers; none otherwise. Claims come from a JWT PostgREST has
+// verified, so a tier in them is as trustworthy as the issuer that put it there.
+std::optional<std::string> request_tier(FunctionCallInfo fcinfo, const RouteChecks& checks) {
+    for (const std::string& claim : checks.tier_claims) {
+        const std::optional<std::string> value = jwt_claim_string(tier_claim_members(claim));
+        if (!value)
+            continue;
+        Oid schema = InvalidOid;
+        call_postgres([&] { schema = get_func_namespace(fcinfo->flinfo->fn_oid); });
+        if (policy_catalog(schema).tier(*value) == nullptr)
+            return std::nullopt;
+        return value;
+    }
+    return std::nullopt;
+}
+
 HttpAnswer check_http(FunctionCallInfo fcinfo, const RouteChecks& checks,
-                      const std::optional<Uuid>& user, const std::optional<ClientAddress>& ip) {
+                      const std::optional<std::string>& tier, const std::optional<Uuid>& user,
+                      const std::optional<ClientAddress>& ip) {
     const Datum policies = text_array(checks.policies);
     const Datum keys = text_array(checks.keys);
     HttpAnswer answer;
@@ -233,7 +259,10 @@ HttpAnswer check_http(FunctionCallInfo fcinfo, const RouteChecks& checks,
         call->args[0].value = policies;
         call->args[1].value = keys;
         call->args[2].value = Int32GetDatum(1);
-        call->args[3].isnull = true;  // no tier
+        if (tier)
+            call->args[3].value = CStringGetTextDatum(tier->c_str());
+        else
+            call->args[3].isnull = true;
         if (ip)
             call->args[4].value = ip->inet_value;
         else
@@ -381,6 +410,7 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
         route.roles = row.roles;
         route.policy = row.policy;
         route.key = parse_route_key("key", row.key);
+        route.tier_claim = row.tier_claim;
         routes.push_back(std::move(route));
     }
 
@@ -412,7 +442,7 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
         throw *identity_error;
     // The access list keeps users as uuid: a sub of another form matches no user entry.
     const std::optional<Uuid> user = subject ? parse_uuid(subject->text) : std::nullopt;
-    const HttpAnswer answer = check_http(fcinfo, checks, user, ip);
+    const HttpAnswer answer = check_http(fcinfo, checks, request_tier(fcinfo, checks), user, ip);
     if (!answer.allowed)
         raise_too_many_requests(answer);
     add_response_headers(answer.headers);

@@ -95,10 +95,10 @@ struct BucketResult {
 
 BucketResult check_key(PgConnection& conn, const std::string& key, int limit) {
     const std::string limit_text = std::to_string(limit);
-    // Four arguments: a positional three-argument call is ambiguous with the per-RPC one.
+    // Positional, as the app calls it; in its own schema, beside the per-RPC one in public.
     PgResult result = conn.query_params(
         "SELECT allowed, current_count, retry_after"
-        " FROM check_rate_limit($1::text, $2::integer, 3600, 1)",
+        " FROM sliding_window.check_rate_limit($1::text, $2::integer, 3600)",
         {key.c_str(), limit_text.c_str()});
     if (result.rows() != 1 || result.columns() != 3 || result.is_null(0, 0) ||
         result.is_null(0, 1) || result.is_null(0, 2)) {
@@ -174,7 +174,7 @@ class DropInEngineConcurrency : public FreshExtensionTest,
         }
         EXPECT_EQ(scalar("SELECT (SELECT count(*) FROM rpc_rate_limits)"
                          " + (SELECT count(*) FROM rate_limits)"
-                         " + (SELECT count(*) FROM rate_limit_buckets)"),
+                         " + (SELECT count(*) FROM sliding_window.rate_limit_buckets)"),
                   "0")
             << "the apps' tables were written on " << GetParam();
         EXPECT_EQ(scalar("SELECT count(*) FROM ratelimit.key_state WHERE policy LIKE 'drop-in/%'"),
@@ -631,7 +631,8 @@ TEST_P(DropInEngineSlidingWindow, SixtyFourConnectionsEachCallingFiveHundredKeys
     PgResult next = setup_.query_params(
         "SELECT count(*) FILTER (WHERE c.allowed AND c.current_count = 8), count(*)"
         " FROM unnest($1::text[]) AS k,"
-        " LATERAL check_rate_limit(p_key => k, p_limit => 8, p_window_seconds => 3600) AS c",
+        " LATERAL sliding_window.check_rate_limit(p_key => k, p_limit => 8,"
+        " p_window_seconds => 3600) AS c",
         {key_array.c_str()});
     ASSERT_EQ(next.rows(), 1);
     EXPECT_EQ(next.value(0, 0) + " of " + next.value(0, 1), "500 of 500");
@@ -661,7 +662,7 @@ TEST_P(DropInEngineSlidingWindow, TiersOneEmailFromSixtyFourIpsAllowThreeAndChar
             const std::string ip = ip_of(client);
             PgResult r = conn.query_params(
                 "SELECT allowed, denied_tier, retry_after, global_count, email_count"
-                " FROM check_rate_limit_tiers($1::text, $2::text)",
+                " FROM sliding_window.check_rate_limit_tiers($1::text, $2::text)",
                 {ip.c_str(), email.c_str()});
             if (r.rows() != 1 || r.columns() != 5 || r.is_null(0, 0) || r.is_null(0, 2) ||
                 r.is_null(0, 3) || r.is_null(0, 4)) {
@@ -716,12 +717,13 @@ TEST_P(DropInEngineSlidingWindow, TiersOneEmailFromSixtyFourIpsAllowThreeAndChar
     // What each tier holds, read back by calls on its key (the sliding-window check_rate_limit
     // shares the tiers' keys): the global key and the e-mail 3, each allowed IP 1, the others 0.
     PgResult global = setup_.query(
-        "SELECT allowed, current_count FROM check_rate_limit(p_key => 'global', p_limit => 1000,"
-        " p_window_seconds => 60, p_cost => 1)");
+        "SELECT allowed, current_count FROM sliding_window.check_rate_limit(p_key => 'global',"
+        " p_limit => 1000, p_window_seconds => 60, p_cost => 1)");
     EXPECT_EQ(global.value(0, 0) + " " + global.value(0, 1), "t 4");
     PgResult email_key = setup_.query_params(
-        "SELECT allowed, current_count, retry_after FROM check_rate_limit(p_key => 'email:' ||"
-        " encode(sha256(convert_to(lower($1::text), 'UTF8')), 'hex'), p_limit => 3,"
+        "SELECT allowed, current_count, retry_after FROM sliding_window.check_rate_limit("
+        "p_key => 'email:' || encode(sha256(convert_to(lower($1::text), 'UTF8')), 'hex'),"
+        " p_limit => 3,"
         " p_window_seconds => 3600, p_cost => 1)",
         {email.c_str()});
     EXPECT_EQ(email_key.value(0, 0) + " " + email_key.value(0, 1) + " " + email_key.value(0, 2),
@@ -734,8 +736,9 @@ TEST_P(DropInEngineSlidingWindow, TiersOneEmailFromSixtyFourIpsAllowThreeAndChar
         "SELECT coalesce(string_agg(ip, ',' ORDER BY ip) FILTER (WHERE c.current_count = 2), ''),"
         " count(*) FILTER (WHERE c.current_count = 1), count(*) FILTER (WHERE c.allowed)"
         " FROM unnest(string_to_array($1, ',')) AS ip,"
-        " LATERAL check_rate_limit(p_key => 'ip:' || encode(sha256(convert_to(ip, 'UTF8')),"
-        " 'hex'), p_limit => 5, p_window_seconds => 60, p_cost => 1) AS c",
+        " LATERAL sliding_window.check_rate_limit("
+        "p_key => 'ip:' || encode(sha256(convert_to(ip, 'UTF8')), 'hex'),"
+        " p_limit => 5, p_window_seconds => 60, p_cost => 1) AS c",
         {every_ip.c_str()});
     std::vector<std::string> sorted_ips;
     for (int client = 0; client < kClients; ++client) {

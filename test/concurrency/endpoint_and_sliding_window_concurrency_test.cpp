@@ -77,10 +77,10 @@ struct BucketResult {
 
 BucketResult check_key(PgConnection& conn, const std::string& key, int limit) {
     const std::string limit_text = std::to_string(limit);
-    // Four arguments: a positional three-argument call is ambiguous with the per-RPC one.
+    // Positional, with the cost; in its own schema, beside the per-RPC one in public.
     PgResult result = conn.query_params(
         "SELECT allowed, current_count, retry_after"
-        " FROM check_rate_limit($1::text, $2::integer, $3::integer, $4::integer)",
+        " FROM sliding_window.check_rate_limit($1::text, $2::integer, $3::integer, $4::integer)",
         {key.c_str(), limit_text.c_str(), "3600", "1"});
     if (result.rows() != 1 || result.columns() != 3 || result.is_null(0, 0) ||
         result.is_null(0, 1) || result.is_null(0, 2)) {
@@ -216,8 +216,10 @@ TEST_F(SlidingWindowLimitsConcurrency, ThreeHundredTwentyCallsOnOneKeyAllowExact
     EXPECT_EQ(allowed_counts, (std::multiset<int>{1, 2, 3, 4, 5}));
     EXPECT_TRUE(wrong_denials.empty()) << wrong_denials;
     // Only allowed calls are recorded.
-    EXPECT_EQ(scalar("SELECT sum(count) FROM rate_limit_buckets WHERE key = 'ip:hot'"), "5");
-    EXPECT_EQ(scalar("SELECT count(DISTINCT key) FROM rate_limit_buckets"), "1");
+    EXPECT_EQ(
+        scalar("SELECT sum(count) FROM sliding_window.rate_limit_buckets WHERE key = 'ip:hot'"),
+        "5");
+    EXPECT_EQ(scalar("SELECT count(DISTINCT key) FROM sliding_window.rate_limit_buckets"), "1");
 }
 
 TEST_F(SlidingWindowLimitsConcurrency,
@@ -280,7 +282,8 @@ TEST_F(SlidingWindowLimitsConcurrency,
     EXPECT_EQ(allowed_total, kKeys * kLimit);
     EXPECT_EQ(wrong_results.load(), 0);
 
-    PgResult sums = setup_.query("SELECT key, sum(count) FROM rate_limit_buckets GROUP BY key");
+    PgResult sums =
+        setup_.query("SELECT key, sum(count) FROM sliding_window.rate_limit_buckets GROUP BY key");
     ASSERT_EQ(sums.rows(), kKeys) << sums.describe();
     std::set<std::string> seen_keys;
     std::string wrong_sums;
@@ -317,7 +320,7 @@ TEST_F(SlidingWindowLimitsConcurrency,
             const std::string ip = ip_of(client);
             PgResult r = conn.query_params(
                 "SELECT allowed, denied_tier, retry_after, email_count"
-                " FROM check_rate_limit_tiers($1::text, $2::text)",
+                " FROM sliding_window.check_rate_limit_tiers($1::text, $2::text)",
                 {ip.c_str(), "victim@example.com"});
             if (r.rows() != 1 || r.columns() != 4 || r.is_null(0, 0) || r.is_null(0, 2) ||
                 r.is_null(0, 3)) {
@@ -359,20 +362,29 @@ TEST_F(SlidingWindowLimitsConcurrency,
 
     // A denied call charged no tier: the global tier and the email counted the allowed calls
     // only, and only the allowed IPs have buckets.
-    EXPECT_EQ(scalar("SELECT sum(count) FROM rate_limit_buckets WHERE key = 'global'"), "3");
-    EXPECT_EQ(scalar("SELECT sum(count) FROM rate_limit_buckets WHERE key LIKE 'email:%'"), "3");
-    EXPECT_EQ(scalar("SELECT count(DISTINCT key) FROM rate_limit_buckets WHERE key LIKE 'email:%'"),
+    EXPECT_EQ(
+        scalar("SELECT sum(count) FROM sliding_window.rate_limit_buckets WHERE key = 'global'"),
+        "3");
+    EXPECT_EQ(
+        scalar("SELECT sum(count) FROM sliding_window.rate_limit_buckets WHERE key LIKE 'email:%'"),
+        "3");
+    EXPECT_EQ(scalar("SELECT count(DISTINCT key) FROM sliding_window.rate_limit_buckets"
+                     " WHERE key LIKE 'email:%'"),
               "1");
-    EXPECT_EQ(scalar("SELECT count(DISTINCT key) FROM rate_limit_buckets WHERE key LIKE 'ip:%'"),
+    EXPECT_EQ(scalar("SELECT count(DISTINCT key) FROM sliding_window.rate_limit_buckets"
+                     " WHERE key LIKE 'ip:%'"),
               "3");
-    EXPECT_EQ(scalar("SELECT sum(count) FROM rate_limit_buckets WHERE key LIKE 'ip:%'"), "3");
+    EXPECT_EQ(
+        scalar("SELECT sum(count) FROM sliding_window.rate_limit_buckets WHERE key LIKE 'ip:%'"),
+        "3");
     // The IP keys are the SHA-256 digests of exactly the allowed clients' IPs.
-    EXPECT_EQ(scalar("SELECT count(*) FROM (SELECT DISTINCT key FROM rate_limit_buckets"
-                     " WHERE key LIKE 'ip:%') AS b"
-                     " WHERE key IN (SELECT 'ip:' || encode(sha256(convert_to(ip, 'UTF8')), 'hex')"
-                     " FROM unnest(string_to_array($1, ',')) AS ip)",
-                     {allowed_ips.c_str()}),
-              "3");
+    EXPECT_EQ(
+        scalar("SELECT count(*) FROM (SELECT DISTINCT key FROM sliding_window.rate_limit_buckets"
+               " WHERE key LIKE 'ip:%') AS b"
+               " WHERE key IN (SELECT 'ip:' || encode(sha256(convert_to(ip, 'UTF8')), 'hex')"
+               " FROM unnest(string_to_array($1, ',')) AS ip)",
+               {allowed_ips.c_str()}),
+        "3");
 }
 
 TEST_F(SlidingWindowLimitsConcurrency, RepeatableReadAndSerializableAreRefusedAndWriteNothing) {
@@ -391,7 +403,7 @@ TEST_F(SlidingWindowLimitsConcurrency, RepeatableReadAndSerializableAreRefusedAn
 
             conn.query("BEGIN ISOLATION LEVEL " + level);
             PgResult check = conn.exec(
-                "SELECT * FROM check_rate_limit(p_key => 'ip:iso', p_limit => 100,"
+                "SELECT * FROM sliding_window.check_rate_limit(p_key => 'ip:iso', p_limit => 100,"
                 " p_window_seconds => 3600, p_cost => 1)");
             check_states[client] = check.sqlstate();
             check_messages[client] = check.error_message();
@@ -401,7 +413,8 @@ TEST_F(SlidingWindowLimitsConcurrency, RepeatableReadAndSerializableAreRefusedAn
 
             conn.query("BEGIN ISOLATION LEVEL " + level);
             PgResult tiers = conn.exec_params(
-                "SELECT * FROM check_rate_limit_tiers($1::text, 'iso@example.com')", {ip.c_str()});
+                "SELECT * FROM sliding_window.check_rate_limit_tiers($1::text, 'iso@example.com')",
+                {ip.c_str()});
             tier_states[client] = tiers.sqlstate();
             tier_messages[client] = tiers.error_message();
             conn.query("COMMIT");
@@ -420,8 +433,12 @@ TEST_F(SlidingWindowLimitsConcurrency, RepeatableReadAndSerializableAreRefusedAn
         EXPECT_EQ(read_committed_results[client], 1);
     }
     // The refused calls wrote nothing; only the READ COMMITTED calls were recorded.
-    EXPECT_EQ(scalar("SELECT count(*) FROM rate_limit_buckets WHERE key <> 'ip:after'"), "0");
-    EXPECT_EQ(scalar("SELECT sum(count) FROM rate_limit_buckets WHERE key = 'ip:after'"), "16");
+    EXPECT_EQ(
+        scalar("SELECT count(*) FROM sliding_window.rate_limit_buckets WHERE key <> 'ip:after'"),
+        "0");
+    EXPECT_EQ(
+        scalar("SELECT sum(count) FROM sliding_window.rate_limit_buckets WHERE key = 'ip:after'"),
+        "16");
 }
 
 }  // namespace

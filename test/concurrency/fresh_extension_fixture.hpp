@@ -1,5 +1,8 @@
-// Base fixture: every test starts from a freshly created extension (empty counters, no state
-// left over from an earlier test) and keeps a setup connection for checking the table.
+// Base fixture: every test starts from a freshly created extension and its three drop-in
+// extensions (empty counters, no state left over from an earlier test) and keeps a setup
+// connection for checking the tables. The per-RPC and endpoint drop-ins are in public, the
+// sliding window's in the schema sliding_window: its check_rate_limit shares the per-RPC one's
+// name, so the two apps' drop-ins cannot share a schema (tests qualify sliding_window.*).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,11 +18,17 @@ class FreshExtensionTest : public ::testing::Test {
   protected:
     void SetUp() override {
         ASSERT_TRUE(setup_.connected()) << setup_.error_message();
+        // CASCADE drops the drop-in extensions too; the (then empty) schema stays.
         setup_.query("DROP EXTENSION IF EXISTS ratelimit CASCADE");
         setup_.query("CREATE EXTENSION ratelimit");
+        setup_.query("CREATE EXTENSION ratelimit_rpc_limits");
+        setup_.query("CREATE EXTENSION ratelimit_endpoint_limits");
+        setup_.query("CREATE SCHEMA IF NOT EXISTS sliding_window");
+        setup_.query("CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window");
     }
 
-    // The setup connection is a superuser: it reads rpc_rate_limits despite row level security.
+    // The setup connection is a superuser: it reads the drop-ins' tables despite row level
+    // security.
     std::string scalar(const std::string& sql) { return setup_.query(sql).single_value(); }
     std::string scalar(const std::string& sql, const std::vector<const char*>& params) {
         return setup_.query_params(sql, params).single_value();

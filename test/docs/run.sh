@@ -15,10 +15,11 @@
 #   - a ```sql block without a ```text block after it is run, its output not compared;
 #   - a ```sql block right after the line <!-- docs-test: skip --> is not run (shell steps,
 #     ALTER SYSTEM, pg_cron jobs in another database: what cannot run here);
-#   - docs/reference.md lists every function of the extension in ```signature blocks, one line
-#     each: `ratelimit.<name>(<args>) RETURNS <result>` for the schema ratelimit, `<name>(...)`
-#     for the drop-ins in the schema CREATE EXTENSION was given, <args> and <result> exactly as
-#     pg_get_function_arguments and pg_get_function_result print them.
+#   - docs/reference.md lists every function of the extension and of its drop-in extensions in
+#     ```signature blocks, one line each: `ratelimit.<name>(<args>) RETURNS <result>` for the
+#     schema ratelimit, `<name>(...)` for the drop-ins in the schema CREATE EXTENSION was given,
+#     <args> and <result> exactly as pg_get_function_arguments and pg_get_function_result print
+#     them.
 #
 # Each page runs in one psql session (so a SET in one example holds for the next), on a cluster
 # of its own (the memory engine's store is shared by the databases of a server, so pages must
@@ -135,8 +136,16 @@ check_reference() {
         ok 1 "reference: cluster and database start"
         return 0
     fi
-    # Every function that belongs to the extension, as the reference must spell it.
+    # Every function that belongs to the extension or to one of its drop-in extensions (the
+    # sliding-window app's in a schema of its own, as it cannot share one with the per-RPC app's),
+    # as the reference must spell it.
     PGDATABASE=docs psql -X -q -A -t -v ON_ERROR_STOP=1 >"$work/catalog.txt" <<'SQL'
+\o /dev/null
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
+CREATE SCHEMA sliding_window;
+CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window;
+\o
 SELECT CASE WHEN n.nspname = 'ratelimit' THEN 'ratelimit.' ELSE '' END
        || p.proname || '(' || pg_get_function_arguments(p.oid) || ') RETURNS '
        || pg_get_function_result(p.oid)
@@ -144,7 +153,8 @@ SELECT CASE WHEN n.nspname = 'ratelimit' THEN 'ratelimit.' ELSE '' END
   JOIN pg_extension e ON e.oid = d.refobjid AND d.refclassid = 'pg_extension'::regclass
   JOIN pg_proc p ON p.oid = d.objid AND d.classid = 'pg_proc'::regclass
   JOIN pg_namespace n ON n.oid = p.pronamespace
- WHERE e.extname = 'ratelimit' AND d.deptype = 'e'
+ WHERE e.extname IN ('ratelimit', 'ratelimit_rpc_limits', 'ratelimit_endpoint_limits',
+                     'ratelimit_sliding_window_limits') AND d.deptype = 'e'
  ORDER BY 1;
 SQL
     awk '/^```signature[ \t]*$/ { inside = 1; next } inside && /^```/ { inside = 0; next }

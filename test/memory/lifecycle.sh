@@ -368,6 +368,8 @@ cluster_stop
 echo "# a server without the library preloaded"
 cluster_start "fsync = off"
 sql "CREATE EXTENSION ratelimit"
+# The sliding window's drop-ins, for the drop-in call on the memory engine below.
+sql "CREATE EXTENSION ratelimit_sliding_window_limits"
 error="$(psql -X -A -t -q -c "\\set VERBOSITY verbose" \
     -c "SELECT ratelimit.consume('k', 1, '1 hour', p_engine => 'memory')" 2>&1 || true)"
 ok "$(grep -q '^ERROR:  55000: p_engine "memory" is not available' <<<"$error"; echo $?)" \

@@ -6,7 +6,8 @@
 #     holds the expected series and values;
 #  2. the real prometheus-postgres-exporter, started with examples/prometheus/queries.yaml on a
 #     loopback port, serves /metrics with the same counts;
-#  3. the example alert rules load and pass their rule tests (promtool test rules).
+#  3. the example alert rules, one set for each way of scraping, load, pass their rule tests
+#     (promtool test rules), and read only series that way of scraping serves.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -139,14 +140,30 @@ else
     failures=$((failures + 1))
 fi
 
-echo "-- alert rules"
-if promtool check rules examples/prometheus/alerts.yml &&
-    (cd examples/prometheus && promtool test rules alerts_test.yml); then
-    echo "ok: alert rules"
-else
-    echo "FAILED: alert rules"
-    failures=$((failures + 1))
-fi
+echo "-- alert rules, one set per way of scraping"
+# rules_fit RULES SCRAPE: every series the rules read is one the scrape serves, so that the rules
+# can fire on what that way of scraping gives.
+rules_fit() {
+    local series missing=0
+    for series in $(grep -oE 'ratelimit_[a-z_]+' "$1" | sort -u); do
+        if ! grep -qE "^$series(\{| )" "$2"; then
+            echo "MISSING: $1 reads $series, which $(basename "$2") does not serve"
+            missing=1
+        fi
+    done
+    return $missing
+}
+for set in metrics:metrics.txt exporter:scrape.txt; do
+    rules="examples/prometheus/alerts_${set%%:*}.yml"
+    if promtool check rules "$rules" &&
+        (cd examples/prometheus && promtool test rules "alerts_${set%%:*}_test.yml") &&
+        rules_fit "$rules" "$work/${set#*:}"; then
+        echo "ok: $rules load, pass their tests and read only series the scrape serves"
+    else
+        echo "FAILED: $rules"
+        failures=$((failures + 1))
+    fi
+done
 
 if [ "$failures" -gt 0 ]; then
     echo "metrics: $failures failed"

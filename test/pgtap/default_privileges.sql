@@ -1,6 +1,8 @@
--- Default privileges do not reach the extension's objects: with database-wide default privileges
--- granting everything to anon, authenticated and PUBLIC in force when the extension is created
--- (or updated), those roles reach exactly what docs/operations.md "Who may call what" lists.
+-- Default privileges do not reach the extensions' objects: with database-wide default privileges
+-- granting everything to anon, authenticated and PUBLIC in force when ratelimit and the three
+-- apps' drop-in extensions are created (or ratelimit updated and the drop-ins taken over), those
+-- roles reach exactly what docs/operations.md "Who may call what" lists. The per-RPC and endpoint
+-- limits are in public, the sliding window's in the schema sliding_window.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
@@ -15,7 +17,8 @@ ALTER DEFAULT PRIVILEGES GRANT ALL ON SCHEMAS TO anon, authenticated, PUBLIC;
 
 SELECT plan(14);
 
--- Every privilege the role holds (directly or through PUBLIC) on every member of the extension.
+-- Every privilege the role holds (directly or through PUBLIC) on every member of ratelimit and
+-- of the drop-in extensions.
 CREATE FUNCTION pg_temp.reached(role_name text)
 RETURNS TABLE(item text)
 LANGUAGE sql AS $$
@@ -23,7 +26,9 @@ LANGUAGE sql AS $$
         SELECT d.classid, d.objid, pg_describe_object(d.classid, d.objid, 0) AS object
         FROM pg_depend d
         WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
-          AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit'))
+          AND d.refobjid IN (SELECT oid FROM pg_extension
+                             WHERE extname IN ('ratelimit', 'ratelimit_rpc_limits', 'ratelimit_endpoint_limits',
+                                               'ratelimit_sliding_window_limits')))
     SELECT m.object || ' ' || k.privilege
     FROM members m
     JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid AND c.relkind <> 'S'
@@ -75,6 +80,10 @@ INSERT INTO for_everyone VALUES
     ('type ratelimit.policy_decision USAGE');
 
 CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
+CREATE SCHEMA sliding_window;
+CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window;
 
 SELECT set_eq('SELECT item FROM pg_temp.reached(''public'')', 'SELECT item FROM for_everyone',
               'install: PUBLIC reaches only the functions and types for everyone');
@@ -126,10 +135,10 @@ SELECT set_eq('SELECT item FROM pg_temp.reached(''service_role'')',
                 ('function check_rate_limit_for_user(uuid,text,integer,integer) EXECUTE'),
                 ('function cleanup_rpc_rate_limits(interval) EXECUTE'),
                 ('function increment_rate_limit(uuid,text,integer,integer,integer) EXECUTE'),
-                ('function check_rate_limit(text,integer,integer,integer) EXECUTE'),
-                ('function check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer) EXECUTE'),
+                ('function sliding_window.check_rate_limit(text,integer,integer,integer) EXECUTE'),
+                ('function sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer) EXECUTE'),
                 ('function cleanup_expired_rate_limits() EXECUTE'),
-                ('function cleanup_old_rate_limit_buckets() EXECUTE')) AS v(item)$$,
+                ('function sliding_window.cleanup_old_rate_limit_buckets() EXECUTE')) AS v(item)$$,
               'install: service_role reaches exactly its list');
 
 SET LOCAL ROLE anon;
@@ -140,14 +149,19 @@ SELECT throws_ok($$SELECT ratelimit.block('victim', '1 day')$$, '42501', NULL,
                  'install: anon cannot block a key');
 RESET ROLE;
 
--- The same after an update from 0.5.0 made under the same default privileges. An application
--- role's own grant survives it.
-DROP EXTENSION ratelimit;
+-- The same after an update from 0.5.0 made under the same default privileges, and the drop-ins
+-- it leaves in place taken over by their apps' extensions (the per-RPC and endpoint limits'; the
+-- sliding window's extension goes into its own schema). An application role's own grant
+-- survives it.
+DROP EXTENSION ratelimit_rpc_limits, ratelimit_endpoint_limits, ratelimit_sliding_window_limits, ratelimit;
 CREATE EXTENSION ratelimit VERSION '0.5.0';
 GRANT USAGE ON SCHEMA ratelimit TO anon, app_user;
 GRANT EXECUTE ON FUNCTION ratelimit.consume(text, integer, interval, integer, text, text, integer)
     TO app_user;
 ALTER EXTENSION ratelimit UPDATE;
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
+CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window;
 
 SELECT ok(has_schema_privilege('anon', 'ratelimit', 'USAGE')
           AND NOT has_schema_privilege('anon', 'ratelimit', 'CREATE'),

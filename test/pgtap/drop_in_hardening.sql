@@ -9,8 +9,10 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir supabase_roles.psql
 
 CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
 
-SELECT plan(59);
+SELECT plan(64);
 
 -- The settings and their defaults; only superusers may change them.
 SELECT is(current_setting('ratelimit.dropin_caller_limits'), 'ignore', 'dropin_caller_limits defaults to ignore');
@@ -262,6 +264,36 @@ SET LOCAL ROLE app_user;
 SELECT throws_ok($$SELECT check_rate_limit_for_user('b1ffcd00-0000-4000-8000-000000000002', 'unlisted', 5, 1)$$,
                  '42501', NULL, 'require_policy: any other role is refused');
 RESET ROLE;
+
+-- A drop-in ratelimit 0.6.0 left in place is known by its comment and its owner. A role that may
+-- create tables in a schema can make one of a drop-in's tables there, comment and all; the
+-- install still refuses it as the app's own (it must not take over rows the role wrote), and the
+-- last install step leaves such a table of the moved-aside name alone.
+CREATE ROLE drop_in_planter NOLOGIN;
+CREATE SCHEMA planted;
+GRANT USAGE, CREATE ON SCHEMA planted TO drop_in_planter;
+SET LOCAL ROLE drop_in_planter;
+CREATE TABLE planted.rpc_rate_limits (user_id uuid, rpc_name text, call_count integer, window_start timestamptz);
+CREATE TABLE planted.rpc_rate_limits_0_6_0 (LIKE planted.rpc_rate_limits);
+INSERT INTO planted.rpc_rate_limits VALUES ('b1ffcd00-0000-4000-8000-000000000009', 'redeem', 1000000, now());
+INSERT INTO planted.rpc_rate_limits_0_6_0 SELECT * FROM planted.rpc_rate_limits;
+COMMENT ON TABLE planted.rpc_rate_limits IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_rpc_limits makes it that extension''s, rows kept';
+COMMENT ON TABLE planted.rpc_rate_limits_0_6_0 IS
+    'ratelimit 0.6.0 drop-in, kept in place: CREATE EXTENSION ratelimit_rpc_limits makes it that extension''s, rows kept';
+RESET ROLE;
+SELECT is(ratelimit.left_by_ratelimit('planted.rpc_rate_limits'::regclass, 'pg_class', NULL), false,
+          'a table with a leftover''s comment, owned by another role, is not a leftover');
+SELECT throws_ok($$SELECT ratelimit.drop_in_install_begin('ratelimit_rpc_limits', 'planted', ARRAY['rpc_rate_limits'], ARRAY['check_rate_limit'])$$,
+                 '42710', 'ratelimit_rpc_limits cannot be installed in schema planted: table planted.rpc_rate_limits already there',
+                 'the install refuses it, as any table of the app''s');
+SELECT lives_ok($$SELECT ratelimit.drop_in_install_end('planted', ARRAY['rpc_rate_limits'])$$,
+                'the last install step passes over a planted table of the moved-aside name');
+SELECT is((SELECT count(*) FROM planted.rpc_rate_limits_0_6_0), 1::bigint,
+          'and leaves it and its rows where they were');
+ALTER TABLE planted.rpc_rate_limits OWNER TO CURRENT_USER;
+SELECT is(ratelimit.left_by_ratelimit('planted.rpc_rate_limits'::regclass, 'pg_class', 'ratelimit_rpc_limits'), true,
+          'the same table owned by ratelimit''s owner is one');
 
 SELECT * FROM finish();
 ROLLBACK;

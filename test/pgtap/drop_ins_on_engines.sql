@@ -1,12 +1,18 @@
 -- The drop-ins on the engines (ratelimit.dropin_engine = unlogged | memory): the same calls give
 -- the same results as on the apps' own tables (table), the same errors for bad input, the same
--- JWT caller rule; the apps' tables are left alone; the setting is the superuser's.
+-- JWT caller rule; the apps' tables are left alone; the setting is the superuser's. The three
+-- apps' drop-ins in one database: the per-RPC and endpoint limits in public, the sliding window's
+-- in a schema of their own (its check_rate_limit would clash with the per-RPC one in public).
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir supabase_roles.psql
 
 CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
+CREATE SCHEMA sliding_window;
+CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window;
 
 SELECT plan(39);
 
@@ -37,7 +43,7 @@ CREATE FUNCTION eng.app_tables() RETURNS jsonb LANGUAGE sql AS $$
     SELECT jsonb_build_object(
         'rpc_rate_limits', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.id) FROM public.rpc_rate_limits t),
         'rate_limits', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.id) FROM public.rate_limits t),
-        'rate_limit_buckets', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.key, t.bucket_time) FROM public.rate_limit_buckets t))
+        'rate_limit_buckets', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.key, t.bucket_time) FROM sliding_window.rate_limit_buckets t))
 $$;
 
 -- The server's limits some calls meet.
@@ -147,36 +153,36 @@ BEGIN
     PERFORM set_config('ratelimit.dropin_engine', p_engine, true);
     PERFORM eng.at('2026-03-01 10:00:00.3+00');
     FOR i IN 1..n + 1 LOOP
-        out := out || (SELECT x::text FROM check_rate_limit(p_key => k, p_limit => n, p_window_seconds => 10) x);
+        out := out || (SELECT x::text FROM sliding_window.check_rate_limit(p_key => k, p_limit => n, p_window_seconds => 10) x);
     END LOOP;
     PERFORM eng.at('2026-03-01 10:00:05.9+00');
-    out := out || (SELECT x::text FROM check_rate_limit(p_key => k, p_limit => n + 2, p_window_seconds => 10, p_cost => 2) x);
+    out := out || (SELECT x::text FROM sliding_window.check_rate_limit(p_key => k, p_limit => n + 2, p_window_seconds => 10, p_cost => 2) x);
     -- Counted under a higher limit: the count is reported as it is.
-    out := out || (SELECT x::text FROM check_rate_limit(p_key => k, p_limit => 2, p_window_seconds => 10) x);
+    out := out || (SELECT x::text FROM sliding_window.check_rate_limit(p_key => k, p_limit => 2, p_window_seconds => 10) x);
     PERFORM eng.at('2026-03-01 10:00:09.99+00');
-    out := out || (SELECT x::text FROM check_rate_limit(p_key => k, p_limit => n + 2, p_window_seconds => 10) x);
+    out := out || (SELECT x::text FROM sliding_window.check_rate_limit(p_key => k, p_limit => n + 2, p_window_seconds => 10) x);
     -- The bucket of 10:00:00 leaves the window at 10:00:10 exactly.
     PERFORM eng.at('2026-03-01 10:00:10+00');
-    out := out || (SELECT x::text FROM check_rate_limit(p_key => k, p_limit => n + 2, p_window_seconds => 10) x);
+    out := out || (SELECT x::text FROM sliding_window.check_rate_limit(p_key => k, p_limit => n + 2, p_window_seconds => 10) x);
     -- A longer window than the key's earlier calls: an engine keeps no call older than the
     -- window of the key's last write, which is what the table holds once cleanup has deleted
     -- the buckets that no longer count for 10 seconds.
     IF p_engine = 'table' THEN
-        DELETE FROM rate_limit_buckets WHERE key = k AND bucket_time <= ratelimit.clock_now() - interval '10 seconds';
+        DELETE FROM sliding_window.rate_limit_buckets WHERE key = k AND bucket_time <= ratelimit.clock_now() - interval '10 seconds';
     END IF;
-    out := out || (SELECT x::text FROM check_rate_limit(p_key => k, p_limit => n + 2, p_window_seconds => 20) x);
+    out := out || (SELECT x::text FROM sliding_window.check_rate_limit(p_key => k, p_limit => n + 2, p_window_seconds => 20) x);
     -- The tiers, all or nothing: the global key is check_rate_limit's 'global'.
     PERFORM eng.at('2026-03-01 11:00:00+00');
-    out := out || (SELECT x::text FROM check_rate_limit(p_key => 'global', p_limit => 1000, p_window_seconds => 60) x);
+    out := out || (SELECT x::text FROM sliding_window.check_rate_limit(p_key => 'global', p_limit => 1000, p_window_seconds => 60) x);
     FOR i IN 1..n + 1 LOOP
-        out := out || (SELECT x::text FROM check_rate_limit_tiers(' 203.0.113.7 ', r.token || '@Example.com',
+        out := out || (SELECT x::text FROM sliding_window.check_rate_limit_tiers(' 203.0.113.7 ', r.token || '@Example.com',
                            p_global_limit => n + 2, p_ip_limit => n, p_email_limit => n - 1) x);
     END LOOP;
     PERFORM eng.at('2026-03-01 11:00:30+00');
-    out := out || (SELECT x::text FROM check_rate_limit_tiers('203.0.113.7', r.token || '@example.com',
+    out := out || (SELECT x::text FROM sliding_window.check_rate_limit_tiers('203.0.113.7', r.token || '@example.com',
                        p_global_limit => n + 2, p_ip_limit => n, p_email_limit => n - 1) x);
     PERFORM eng.at('2026-03-01 11:01:00+00');
-    out := out || (SELECT x::text FROM check_rate_limit_tiers('203.0.113.7', r.token || '@example.com',
+    out := out || (SELECT x::text FROM sliding_window.check_rate_limit_tiers('203.0.113.7', r.token || '@example.com',
                        p_global_limit => n + 2, p_ip_limit => n, p_email_limit => n - 1) x);
     PERFORM set_config('ratelimit.dropin_engine', 'table', true);
     RETURN out;
@@ -275,7 +281,7 @@ SELECT ok((SELECT count(*) FROM ratelimit.key_state_unlogged WHERE policy = 'dro
 SELECT is((SELECT count(*) FROM ratelimit.key_state WHERE policy LIKE 'drop-in/%'), 0::bigint,
           'the logged key_state is not written');
 SELECT throws_ok($$INSERT INTO ratelimit.policies (name, algorithm, "limit", period)
-                   VALUES ('drop-in/rpc_rate_limits', 'rolling_window', 1, '1 minute')$$, '23514', NULL,
+                   VALUES ('drop-in/rpc_rate_limits', 'rolling_window', 1, '1 minute')$$, '22023', NULL,
                  'no policy can be named like a drop-in''s namespace');
 
 -- A native key spelled like a drop-in's key is another counter.
@@ -311,15 +317,15 @@ INSERT INTO eng.bad (call) VALUES
     ($$SELECT increment_rate_limit(gen_random_uuid(), 'e', 10, -1)::text$$),
     ($$SELECT increment_rate_limit(gen_random_uuid(), 'e', 10, 31536001)::text$$),
     ($$SELECT increment_rate_limit(gen_random_uuid(), 'e', 10, 60, 0)::text$$),
-    ($$SELECT x::text FROM check_rate_limit(p_key => '', p_limit => 5, p_window_seconds => 60) x$$),
-    ($$SELECT x::text FROM check_rate_limit(p_key => NULL, p_limit => 5, p_window_seconds => 60) x$$),
-    ($$SELECT x::text FROM check_rate_limit(p_key => 'k', p_limit => 0, p_window_seconds => 60) x$$),
-    ($$SELECT x::text FROM check_rate_limit(p_key => 'k', p_limit => 5, p_window_seconds => 0) x$$),
-    ($$SELECT x::text FROM check_rate_limit(p_key => 'k', p_limit => 5, p_window_seconds => 60, p_cost => 6) x$$),
-    ($$SELECT x::text FROM check_rate_limit_tiers('   ', 'a@example.com') x$$),
-    ($$SELECT x::text FROM check_rate_limit_tiers('203.0.113.7', NULL) x$$),
-    ($$SELECT x::text FROM check_rate_limit_tiers('203.0.113.7', 'a@example.com', p_ip_limit => 0) x$$),
-    ($$SELECT x::text FROM check_rate_limit_tiers('203.0.113.7', 'a@example.com', p_email_window_seconds => 0) x$$);
+    ($$SELECT x::text FROM sliding_window.check_rate_limit(p_key => '', p_limit => 5, p_window_seconds => 60) x$$),
+    ($$SELECT x::text FROM sliding_window.check_rate_limit(p_key => NULL, p_limit => 5, p_window_seconds => 60) x$$),
+    ($$SELECT x::text FROM sliding_window.check_rate_limit(p_key => 'k', p_limit => 0, p_window_seconds => 60) x$$),
+    ($$SELECT x::text FROM sliding_window.check_rate_limit(p_key => 'k', p_limit => 5, p_window_seconds => 0) x$$),
+    ($$SELECT x::text FROM sliding_window.check_rate_limit(p_key => 'k', p_limit => 5, p_window_seconds => 60, p_cost => 6) x$$),
+    ($$SELECT x::text FROM sliding_window.check_rate_limit_tiers('   ', 'a@example.com') x$$),
+    ($$SELECT x::text FROM sliding_window.check_rate_limit_tiers('203.0.113.7', NULL) x$$),
+    ($$SELECT x::text FROM sliding_window.check_rate_limit_tiers('203.0.113.7', 'a@example.com', p_ip_limit => 0) x$$),
+    ($$SELECT x::text FROM sliding_window.check_rate_limit_tiers('203.0.113.7', 'a@example.com', p_email_window_seconds => 0) x$$);
 
 SELECT is(ARRAY(SELECT eng.outcome('unlogged', call) FROM eng.bad ORDER BY n),
           ARRAY(SELECT eng.outcome('table', call) FROM eng.bad ORDER BY n),

@@ -1,18 +1,24 @@
--- Hostile input to every SQL-callable function of the extension. A generated matrix of bad calls
--- (NULL in each argument; empty, 1 MB and 1 GB keys; invalid UTF-8 and NUL bytes; negative,
--- zero, INT_MIN, INT_MAX and overflowing integers; absurd intervals; unknown, mis-cased and
--- padded names; empty, oversized, mismatched and multi-dimensional arrays; malformed JWT claims
--- and settings; crafted decisions; bad policy rows; a preset over edited rows) must each fail with the SQLSTATE PostgreSQL
--- or the extension gives for it, with a message naming the argument when the extension raises
--- it, and write nothing: every counter table, the policy tables, the denial log and its sequence,
--- the shared-memory policy counters and offenders, the memory engine's counters and a key it
--- holds are compared before and after each call. Then keys made of SQL, quotes, $$, backslashes
--- and escapes are stored verbatim by every surface that stores keys, and never executed; an IP
--- spelled as a network must not slip past the deny list; what the shared-memory counters give
--- back is valid UTF-8. One backend serves the whole file.
+-- Hostile input to every SQL-callable function of ratelimit and of the three apps' drop-in
+-- extensions (the per-RPC and endpoint limits in public, the sliding window's in the schema
+-- sliding_window, where its check_rate_limit does not meet the per-RPC one). A generated matrix of
+-- bad calls (NULL in each argument; empty, 1 MB and 1 GB keys; invalid UTF-8 and NUL bytes;
+-- negative, zero, INT_MIN, INT_MAX and overflowing integers; absurd intervals; unknown, mis-cased
+-- and padded names; empty, oversized, mismatched and multi-dimensional arrays; malformed JWT claims
+-- and settings; crafted decisions; bad policy rows; a preset over edited rows) must each fail with
+-- the SQLSTATE PostgreSQL or the extension gives for it, with a message naming the argument when
+-- the extension raises it, and write nothing: every counter table, the policy tables, the denial
+-- log and its sequence, the shared-memory policy counters and offenders, the memory engine's
+-- counters and a key it holds are compared before and after each call. Then keys made of SQL,
+-- quotes, $$, backslashes and escapes are stored verbatim by every surface that stores keys, and
+-- never executed; an IP spelled as a network must not slip past the deny list; what the
+-- shared-memory counters give back is valid UTF-8. One backend serves the whole file.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
+CREATE SCHEMA sliding_window;
+CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window;
 -- The policies and tiers the calls name are the social app's. The game backend's, with one limit
 -- edited and one row deleted, are a preset load_preset must refuse to write, all of it.
 SELECT ratelimit.load_preset('social-activity'), ratelimit.load_preset('game-backend');
@@ -29,7 +35,7 @@ SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(3759);
+SELECT plan(3834);
 
 CREATE SCHEMA hostile;
 
@@ -50,7 +56,7 @@ CREATE FUNCTION hostile.snapshot() RETURNS jsonb LANGUAGE sql AS $$
         'key_state_unlogged', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.policy, t.key) FROM ratelimit.key_state_unlogged t),
         'rpc_rate_limits', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.id) FROM public.rpc_rate_limits t),
         'rate_limits', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.id) FROM public.rate_limits t),
-        'rate_limit_buckets', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.key, t.bucket_time) FROM public.rate_limit_buckets t),
+        'rate_limit_buckets', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.key, t.bucket_time) FROM sliding_window.rate_limit_buckets t),
         'policies', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.name) FROM ratelimit.policies t),
         'tiers', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.name) FROM ratelimit.tiers t),
         'key_overrides', (SELECT jsonb_agg(to_jsonb(t) ORDER BY t.policy, t.key) FROM ratelimit.key_overrides t),
@@ -72,7 +78,8 @@ CREATE FUNCTION hostile.snapshot() RETURNS jsonb LANGUAGE sql AS $$
                          FROM hostile.run r),
         'leases', (SELECT ratelimit.in_flight(r.memory_key) FROM hostile.run r),
         'relations', (SELECT jsonb_agg(c.oid::regclass::text ORDER BY c.oid::regclass::text) FROM pg_class c
-                       WHERE c.relnamespace IN ('public'::regnamespace, 'ratelimit'::regnamespace)))
+                       WHERE c.relnamespace IN ('public'::regnamespace, 'ratelimit'::regnamespace,
+                                                'sliding_window'::regnamespace)))
 $$;
 
 -- The parts of a snapshot that differ.
@@ -112,18 +119,18 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'public.increment_rate_limit', 3, 'p_limit', '10', false),
     ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'public.increment_rate_limit', 4, 'p_window_seconds', '60', false),
     ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'public.increment_rate_limit', 5, 'p_increment', '1', false),
-    ('public.check_rate_limit(text,integer,integer,integer)', 'public.check_rate_limit', 1, 'p_key', '''hostile-bucket''', false),
-    ('public.check_rate_limit(text,integer,integer,integer)', 'public.check_rate_limit', 2, 'p_limit', '10', false),
-    ('public.check_rate_limit(text,integer,integer,integer)', 'public.check_rate_limit', 3, 'p_window_seconds', '60', false),
-    ('public.check_rate_limit(text,integer,integer,integer)', 'public.check_rate_limit', 4, 'p_cost', '1', false),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 1, 'p_ip', '''198.51.100.7''', false),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 2, 'p_email', '''hostile@example.com''', false),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 3, 'p_global_limit', '1000', false),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 4, 'p_global_window_seconds', '60', false),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 5, 'p_ip_limit', '5', false),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 6, 'p_ip_window_seconds', '60', false),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 7, 'p_email_limit', '3', false),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'public.check_rate_limit_tiers', 8, 'p_email_window_seconds', '3600', false),
+    ('sliding_window.check_rate_limit(text,integer,integer,integer)', 'sliding_window.check_rate_limit', 1, 'p_key', '''hostile-bucket''', false),
+    ('sliding_window.check_rate_limit(text,integer,integer,integer)', 'sliding_window.check_rate_limit', 2, 'p_limit', '10', false),
+    ('sliding_window.check_rate_limit(text,integer,integer,integer)', 'sliding_window.check_rate_limit', 3, 'p_window_seconds', '60', false),
+    ('sliding_window.check_rate_limit(text,integer,integer,integer)', 'sliding_window.check_rate_limit', 4, 'p_cost', '1', false),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'sliding_window.check_rate_limit_tiers', 1, 'p_ip', '''198.51.100.7''', false),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'sliding_window.check_rate_limit_tiers', 2, 'p_email', '''hostile@example.com''', false),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'sliding_window.check_rate_limit_tiers', 3, 'p_global_limit', '1000', false),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'sliding_window.check_rate_limit_tiers', 4, 'p_global_window_seconds', '60', false),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'sliding_window.check_rate_limit_tiers', 5, 'p_ip_limit', '5', false),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'sliding_window.check_rate_limit_tiers', 6, 'p_ip_window_seconds', '60', false),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'sliding_window.check_rate_limit_tiers', 7, 'p_email_limit', '3', false),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'sliding_window.check_rate_limit_tiers', 8, 'p_email_window_seconds', '3600', false),
     ('ratelimit.reset(text,text)', 'ratelimit.reset', 1, 'p_key', quote_literal(r.memory_key), false),
     ('ratelimit.reset(text,text)', 'ratelimit.reset', 2, 'p_engine', '''memory''', false),
     ('ratelimit.block(text,interval,text)', 'ratelimit.block', 1, 'p_key', quote_literal(r.memory_key), false),
@@ -351,9 +358,9 @@ FROM hostile.run AS r, LATERAL (VALUES
     ('public.check_rate_limit(text,integer,integer)', 'p_rpc_name', '%s', 'p_rpc_name'),
     ('public.check_rate_limit_for_user(uuid,text,integer,integer)', 'p_rpc_name', '%s', 'p_rpc_name'),
     ('public.increment_rate_limit(uuid,text,integer,integer,integer)', 'p_endpoint', '%s', 'p_endpoint'),
-    ('public.check_rate_limit(text,integer,integer,integer)', 'p_key', '%s', 'p_key'),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_ip', '%s', 'p_ip'),
-    ('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_email', '%s', 'p_email'),
+    ('sliding_window.check_rate_limit(text,integer,integer,integer)', 'p_key', '%s', 'p_key'),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_ip', '%s', 'p_ip'),
+    ('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'p_email', '%s', 'p_email'),
     ('ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)', 'p_key', '%s', 'p_key'),
     ('ratelimit.peek(text,integer,interval,integer,text,text,integer,text)', 'p_key', '%s', 'p_key'),
     ('ratelimit.refund(text,integer,interval,integer,text,text,integer,text)', 'p_key', '%s', 'p_key'),
@@ -411,8 +418,8 @@ INSERT INTO hostile.matrix (function, call, sqlstate, message, why) VALUES
     ('public.increment_rate_limit(uuid,text,integer,integer,integer)',
      hostile.call('public.increment_rate_limit(uuid,text,integer,integer,integer)', '{"p_endpoint": "repeat(''€'', 86)"}'),
      '22023', 'p_endpoint must be at most 256 bytes long, got 258', '86 characters, 258 bytes'),
-    ('public.check_rate_limit(text,integer,integer,integer)',
-     hostile.call('public.check_rate_limit(text,integer,integer,integer)', '{"p_key": "repeat(''🔥'', 65)"}'),
+    ('sliding_window.check_rate_limit(text,integer,integer,integer)',
+     hostile.call('sliding_window.check_rate_limit(text,integer,integer,integer)', '{"p_key": "repeat(''🔥'', 65)"}'),
      '22023', 'p_key must be at most 256 bytes long, got 260', '65 four-byte characters'),
     ('ratelimit.check(text,text,integer,text,inet,uuid)',
      hostile.call('ratelimit.check(text,text,integer,text,inet,uuid)', '{"p_key": "repeat(''x'', 257)"}'),
@@ -421,8 +428,8 @@ INSERT INTO hostile.matrix (function, call, sqlstate, message, why) VALUES
 
 -- Whitespace only: trimmed, it is the empty subject every such caller would share.
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
-SELECT 'public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)',
-       hostile.call('public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)',
+SELECT 'sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)',
+       hostile.call('sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)',
                     jsonb_build_object(v.name, '''    ''')),
        '22023', v.name || ' must not be empty', 'only spaces in ' || v.name
 FROM (VALUES (1, 'p_ip'), (2, 'p_email')) AS v(n, name)
@@ -476,7 +483,7 @@ FROM hostile.integer_arguments i,
              (4, '''1.5''', '22P02', 'invalid input syntax for type integer: "1.5"', '%s = 1.5'),
              (5, '''NaN''', '22P02', 'invalid input syntax for type integer: "NaN"', '%s = NaN'))
      AS v(n, value, sqlstate, message, why)
-WHERE i.function::text LIKE ANY (ARRAY['check_rate_limit(text,integer,integer)', 'check_rate_limit_tiers%',
+WHERE i.function::text LIKE ANY (ARRAY['check_rate_limit(text,integer,integer)', 'sliding_window.check_rate_limit_tiers%',
                                        'ratelimit.consume(%', 'ratelimit."check"(%', 'ratelimit.top_offenders%'])
   AND i.name IN ('p_max_calls', 'p_email_window_seconds', 'p_limit', 'p_cost')
 ORDER BY i.n, v.n;
@@ -1033,11 +1040,11 @@ FROM (VALUES
     (9, 'public.increment_rate_limit(uuid,text,integer,integer,integer)', 'ratelimit.dropin_engine', '',
      'public.increment_rate_limit(''a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'', ''hostile-endpoint'', 10, 60, 1)',
      'invalid value for parameter "ratelimit.dropin_engine": ""', 'an empty drop-in engine'),
-    (10, 'public.check_rate_limit(text,integer,integer,integer)', 'ratelimit.dropin_engine', ' memory',
-     'public.check_rate_limit(''hostile-bucket'', 10, 60, 1)', 'invalid value for parameter "ratelimit.dropin_engine": " memory"',
+    (10, 'sliding_window.check_rate_limit(text,integer,integer,integer)', 'ratelimit.dropin_engine', ' memory',
+     'sliding_window.check_rate_limit(''hostile-bucket'', 10, 60, 1)', 'invalid value for parameter "ratelimit.dropin_engine": " memory"',
      'a padded drop-in engine'),
-    (11, 'public.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'ratelimit.dropin_engine',
-     '''; DROP TABLE public.rpc_rate_limits; --', 'public.check_rate_limit_tiers(''198.51.100.7'', ''hostile@example.com'')',
+    (11, 'sliding_window.check_rate_limit_tiers(text,text,integer,integer,integer,integer,integer,integer)', 'ratelimit.dropin_engine',
+     '''; DROP TABLE public.rpc_rate_limits; --', 'sliding_window.check_rate_limit_tiers(''198.51.100.7'', ''hostile@example.com'')',
      'invalid value for parameter "ratelimit.dropin_engine": %', 'SQL as the drop-in engine'),
     (12, 'ratelimit.consume(text,integer,interval,integer,text,text,integer,text,interval)', 'ratelimit.memory_when_full', 'forget',
      'ratelimit.consume(''hostile-when-full'', 3, ''10 seconds'', p_engine => ''memory'')',
@@ -1064,7 +1071,7 @@ FROM (VALUES
     (4, 'ratelimit.policy_stats()', 'SELECT ratelimit.policy_stats(NULL::text)', '42883', 'function % does not exist', 'a NULL argument'),
     (5, 'ratelimit.reset_policy_stats()', 'SELECT ratelimit.reset_policy_stats(true)', '42883', 'function % does not exist', 'an argument'),
     (6, 'public.cleanup_expired_rate_limits()', 'SELECT public.cleanup_expired_rate_limits(''1 hour''::interval)', '42883', 'function % does not exist', 'an argument'),
-    (7, 'public.cleanup_old_rate_limit_buckets()', 'SELECT public.cleanup_old_rate_limit_buckets(0)', '42883', 'function % does not exist', 'an argument'),
+    (7, 'sliding_window.cleanup_old_rate_limit_buckets()', 'SELECT sliding_window.cleanup_old_rate_limit_buckets(0)', '42883', 'function % does not exist', 'an argument'),
     (8, 'ratelimit.unschedule_cleanup()', 'SELECT ratelimit.unschedule_cleanup()', '55000', 'pg_cron is not installed in database %', 'no pg_cron here'),
     (9, 'ratelimit.schedule_cleanup(text)', $q$SELECT ratelimit.schedule_cleanup(p_schedule => '* * * * *''); DROP TABLE ratelimit.policies; --')$q$,
      '55000', 'pg_cron is not installed in database %', 'SQL as the schedule, no pg_cron here'),
@@ -1149,9 +1156,9 @@ FROM (VALUES
     (4, $q$INSERT INTO ratelimit.policies (name, "limit", period, algorithm) VALUES ('hostile.p', 5, '1 minute', 'leaky''; DROP TABLE ratelimit.policies; --')$q$,
      '22023', 'policy "hostile.p": p_algorithm must be one of %', 'SQL as a policy''s algorithm'),
     (5, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('x''; DROP TABLE ratelimit.policies; --', 5, '1 minute')$q$,
-     '23514', 'new row for relation "policies" violates check constraint "policies_name_check"', 'SQL as a policy''s name'),
+     '22023', 'policy "x''; DROP TABLE ratelimit.policies; --": name may hold only letters, digits, _ . : and - (1 to 63 of them; / is reserved): group names with dots, as in activity.create_post', 'SQL as a policy''s name'),
     (6, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES (repeat('p', 64), 5, '1 minute')$q$,
-     '23514', 'new row for relation "policies" violates check constraint "policies_name_check"', 'a 64-byte policy name'),
+     '22023', 'policy "' || repeat('p', 64) || '": name may hold only letters, digits, _ . : and - (1 to 63 of them; / is reserved): group names with dots, as in activity.create_post', 'a 64-byte policy name'),
     (7, $q$UPDATE ratelimit.policies SET engine = 'memory', algorithm = 'sliding_window', "limit" = 0 WHERE name = 'activity.create_post'$q$,
      '22023', 'policy "activity.create_post": p_limit must be greater than zero, got 0',
      'sliding_window 0 moved to the memory engine'),
@@ -1177,6 +1184,93 @@ FROM (VALUES
 ) AS v(n, call, sqlstate, message, why)
 ORDER BY v.n;
 
+-- 12. The steps the drop-in extensions' scripts run (granted to nobody; a superuser may call
+-- them): an install over objects of the same names is refused, naming them (42710); every argument
+-- is checked before anything changes, and a grant list is read as names, never run as SQL.
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT v.f::regprocedure, v.call, v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'ratelimit.drop_in_install_begin(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_begin(p_extension => 'ratelimit_rpc_limits', p_schema => 'public', p_tables => ARRAY['rpc_rate_limits'], p_functions => ARRAY['check_rate_limit', 'check_rate_limit_for_user', 'cleanup_rpc_rate_limits'])$q$,
+     '42710', 'ratelimit_rpc_limits cannot be installed in schema public: table public.rpc_rate_limits, function public.check_rate_limit(%), function public.check_rate_limit_for_user(%), function public.cleanup_rpc_rate_limits(%) already there',
+     'the per-RPC limits over their own install'),
+    (2, 'ratelimit.drop_in_install_begin(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_begin(p_extension => 'ratelimit_sliding_window_limits', p_schema => 'public', p_tables => ARRAY['rate_limit_buckets'], p_functions => ARRAY['check_rate_limit', 'check_rate_limit_tiers', 'cleanup_old_rate_limit_buckets'])$q$,
+     '42710', 'ratelimit_sliding_window_limits cannot be installed in schema public: function public.check_rate_limit(p_rpc_name text, p_max_calls integer, p_window_minutes integer) already there',
+     'the sliding window beside the per-RPC check_rate_limit'),
+    (3, 'ratelimit.drop_in_install_begin(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_begin(p_extension => 'ratelimit_sliding_window_limits', p_schema => 'sliding_window', p_tables => ARRAY['rate_limit_buckets'], p_functions => ARRAY['check_rate_limit', 'check_rate_limit_tiers', 'cleanup_old_rate_limit_buckets'])$q$,
+     '42710', 'ratelimit_sliding_window_limits cannot be installed in schema sliding_window: table sliding_window.rate_limit_buckets, function sliding_window.check_rate_limit(%) already there',
+     'the sliding window over its own install'),
+    (4, 'ratelimit.drop_in_install_begin(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_begin(p_extension => 'ratelimit_rpc_limits', p_schema => 'hostile_nowhere', p_tables => ARRAY['rpc_rate_limits'], p_functions => ARRAY['check_rate_limit'])$q$,
+     '3F000', 'p_schema: no schema is named ''hostile_nowhere'' (as an SQL identifier, quoted where it needs to be)', 'a schema that is not there'),
+    (5, 'ratelimit.drop_in_install_begin(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_begin(p_extension => 'ratelimit_rpc_limits', p_schema => 'public; DROP TABLE ratelimit.policies; --', p_tables => ARRAY['rpc_rate_limits'], p_functions => ARRAY['check_rate_limit'])$q$,
+     '3F000', 'p_schema: no schema is named ''public; DROP TABLE ratelimit.policies; --'' (%)', 'SQL as the schema'),
+    (6, 'ratelimit.drop_in_install_end(text,text[])',
+     $q$SELECT ratelimit.drop_in_install_end(p_schema => 'public', p_tables => NULL)$q$,
+     '22004', 'p_tables must be an array of table names without NULLs', 'NULL p_tables'),
+    (7, 'ratelimit.drop_in_install_end(text,text[])',
+     $q$SELECT ratelimit.drop_in_install_end(p_schema => NULL, p_tables => ARRAY['rate_limits'])$q$,
+     '22004', 'p_schema must not be NULL', 'NULL p_schema'),
+    (8, 'ratelimit.set_member_privileges(text,boolean,text[])',
+     $q$SELECT ratelimit.set_member_privileges(p_extension => 'hostile-none', p_reset_every_role => true, p_grants => ARRAY[ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.clock_now()', 'PUBLIC']])$q$,
+     '42704', 'p_extension: extension "hostile-none" does not exist', 'an extension that is not there'),
+    (9, 'ratelimit.set_member_privileges(text,boolean,text[])',
+     $q$SELECT ratelimit.set_member_privileges(p_extension => 'ratelimit', p_reset_every_role => true, p_grants => ARRAY[ARRAY['BOGUS', 'FUNCTION', 'ratelimit.clock_now()', 'PUBLIC']])$q$,
+     '22023', 'p_grants[1]: ''BOGUS'' on a ''FUNCTION'' is not a grant of the extensions'' lists (%)', 'a privilege that does not exist'),
+    (10, 'ratelimit.set_member_privileges(text,boolean,text[])',
+     $q$SELECT ratelimit.set_member_privileges(p_extension => 'ratelimit', p_reset_every_role => true, p_grants => ARRAY[ARRAY['EXECUTE', 'TABLE', 'ratelimit.policies', 'PUBLIC']])$q$,
+     '22023', 'p_grants[1]: ''EXECUTE'' on a ''TABLE'' is not a grant of the extensions'' lists (%)', 'EXECUTE on a table'),
+    (11, 'ratelimit.left_by_ratelimit(oid,name,text)',
+     $q$SELECT ratelimit.left_by_ratelimit(p_object => 'public.rpc_rate_limits', p_catalog => 'pg_class', p_extension => NULL)$q$,
+     '22P02', 'invalid input syntax for type oid: "public.rpc_rate_limits"', 'a relation''s name as p_object'),
+    (12, 'ratelimit.left_by_ratelimit(oid,name,text)',
+     $q$SELECT ratelimit.left_by_ratelimit(p_object => '4294967296', p_catalog => 'pg_class', p_extension => NULL)$q$,
+     '22003', 'value "4294967296" is out of range for type oid', 'p_object = 2^32'),
+    (13, 'ratelimit.left_by_ratelimit(oid,name,text)',
+     $q$SELECT ratelimit.left_by_ratelimit(p_object => 0, p_catalog => convert_from('\xff'::bytea, 'UTF8'), p_extension => NULL)$q$,
+     '22021', 'invalid byte sequence for encoding "UTF8": 0xff', 'p_catalog not UTF-8'),
+    (14, 'ratelimit.left_by_ratelimit(oid,name,text)',
+     $q$SELECT ratelimit.left_by_ratelimit(p_object => NULL, p_catalog => 'pg_class', p_extension => NULL)$q$,
+     '22004', 'p_object must not be NULL', 'NULL p_object'),
+    (15, 'ratelimit.left_by_ratelimit(oid,name,text)',
+     $q$SELECT ratelimit.left_by_ratelimit(p_object => 0, p_catalog => 'pg_type', p_extension => NULL)$q$,
+     '22023', 'p_catalog must be pg_class or pg_proc (got ''pg_type'')', 'a catalog the drop-ins have no objects in'),
+    (16, 'ratelimit.set_member_privileges(text,boolean,text[])',
+     $q$SELECT ratelimit.set_member_privileges(p_extension => 'ratelimit', p_reset_every_role => true, p_grants => '{}')$q$,
+     '22023', 'p_grants must be a list of (privilege, kind, object, grantee) rows without NULLs, at least one', 'an empty list, which would strip every grant'),
+    (17, 'ratelimit.set_member_privileges(text,boolean,text[])',
+     $q$SELECT ratelimit.set_member_privileges(p_extension => 'ratelimit', p_reset_every_role => NULL, p_grants => ARRAY[ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.clock_now()', 'PUBLIC']])$q$,
+     '22004', 'p_reset_every_role must not be NULL', 'NULL p_reset_every_role'),
+    (18, 'ratelimit.set_member_privileges(text,boolean,text[])',
+     $q$SELECT ratelimit.set_member_privileges(p_extension => 'ratelimit', p_reset_every_role => true, p_grants => ARRAY[ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.clock_now() TO PUBLIC; DROP TABLE ratelimit.policies; --', 'PUBLIC']])$q$,
+     '22023', 'p_grants[1]: function ''ratelimit.clock_now() TO PUBLIC; DROP TABLE ratelimit.policies; --'' is not a member of extension ratelimit', 'SQL as the object'),
+    (19, 'ratelimit.set_member_privileges(text,boolean,text[])',
+     $q$SELECT ratelimit.set_member_privileges(p_extension => 'ratelimit', p_reset_every_role => true, p_grants => ARRAY[ARRAY['EXECUTE', 'FUNCTION', 'pg_catalog.now()', 'PUBLIC']])$q$,
+     '22023', 'p_grants[1]: function ''pg_catalog.now()'' is not a member of extension ratelimit', 'a function of another extension'),
+    (20, 'ratelimit.set_member_privileges(text,boolean,text[])',
+     $q$SELECT ratelimit.set_member_privileges(p_extension => 'ratelimit', p_reset_every_role => true, p_grants => ARRAY[ARRAY['EXECUTE', 'FUNCTION', NULL, 'PUBLIC']])$q$,
+     '22023', 'p_grants must be a list of (privilege, kind, object, grantee) rows without NULLs, at least one', 'a NULL in the list'),
+    (21, 'ratelimit.drop_in_install_begin(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_begin(p_extension => 'ratelimit', p_schema => 'public', p_tables => ARRAY['rpc_rate_limits'], p_functions => ARRAY['check_rate_limit'])$q$,
+     '22023', 'p_extension must be ratelimit_rpc_limits, ratelimit_endpoint_limits or ratelimit_sliding_window_limits (got ''ratelimit'')', 'an extension that is not a drop-in'),
+    (22, 'ratelimit.drop_in_install_begin(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_begin(p_extension => 'ratelimit_rpc_limits', p_schema => 'public', p_tables => ARRAY['rpc_rate_limits'], p_functions => ARRAY[NULL])$q$,
+     '22004', 'p_functions must be an array of function names without NULLs', 'a NULL function name'),
+    (23, 'ratelimit.drop_in_install_check(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_check(p_extension => NULL, p_schema => 'public', p_tables => ARRAY['rpc_rate_limits'], p_functions => ARRAY['check_rate_limit'])$q$,
+     '22023', 'p_extension must be ratelimit_rpc_limits, ratelimit_endpoint_limits or ratelimit_sliding_window_limits (got NULL)', 'NULL p_extension'),
+    (24, 'ratelimit.drop_in_install_check(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_check(p_extension => 'ratelimit_rpc_limits', p_schema => '"a"."b"', p_tables => ARRAY['rpc_rate_limits'], p_functions => ARRAY['check_rate_limit'])$q$,
+     '3F000', 'p_schema: no schema is named ''"a"."b"'' (%)', 'a qualified name as the schema'),
+    (25, 'ratelimit.drop_in_install_check(text,text,text[],text[])',
+     $q$SELECT ratelimit.drop_in_install_check(p_extension => 'ratelimit_rpc_limits', p_schema => 'public', p_tables => ARRAY[NULL], p_functions => ARRAY['check_rate_limit'])$q$,
+     '22004', 'p_tables must be an array of table names without NULLs', 'a NULL table name')
+) AS v(n, f, call, sqlstate, message, why)
+ORDER BY v.n;
+
 ------------------------------------------------------------------------------------------------
 -- Existing state under every key the bad calls name, so an error must leave rows as they were,
 -- not only add none.
@@ -1185,8 +1279,8 @@ SELECT lives_ok(format('SELECT %s', string_agg(s, ', ')), 'a valid call of each 
 FROM (VALUES
     ('public.check_rate_limit(p_rpc_name => ''hostile-rpc'', p_max_calls => 10, p_window_minutes => 1)'),
     ('public.increment_rate_limit(''a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'', ''hostile-endpoint'', 10, 60)'),
-    ('public.check_rate_limit(''hostile-bucket'', 10, 60, 1)'),
-    ('public.check_rate_limit_tiers(''198.51.100.7'', ''hostile@example.com'')'),
+    ('sliding_window.check_rate_limit(''hostile-bucket'', 10, 60, 1)'),
+    ('sliding_window.check_rate_limit_tiers(''198.51.100.7'', ''hostile@example.com'')'),
     ('ratelimit.consume(''hostile:k'', 3, ''10 seconds'')'),
     ('ratelimit.consume(''hostile:k'', 3, ''10 seconds'', p_engine => ''unlogged'')'),
     (format('ratelimit.consume(%L, 3, ''10 seconds'', p_engine => ''memory'')', (SELECT memory_key FROM hostile.run))),
@@ -1214,15 +1308,17 @@ SELECT 'ratelimit.release(bigint)',
 FROM foreign_lease;
 
 ------------------------------------------------------------------------------------------------
--- Every function of the extension is in the matrix, and the matrix is as large as planned.
+-- Every function of the extensions is in the matrix, and the matrix is as large as planned.
 ------------------------------------------------------------------------------------------------
 SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p ON p.oid = d.objid
-                 WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'ratelimit') AND d.deptype = 'e'
-                   AND d.classid = 'pg_proc'::regclass
+                 WHERE d.refobjid IN (SELECT oid FROM pg_extension
+                                      WHERE extname IN ('ratelimit', 'ratelimit_rpc_limits', 'ratelimit_endpoint_limits',
+                                                        'ratelimit_sliding_window_limits'))
+                   AND d.deptype = 'e' AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
-          '{}'::text[], 'every SQL-callable function of the extension has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 58::bigint, 'the matrix covers the 58 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 1218::bigint, 'the matrix holds 1218 bad calls');
+          '{}'::text[], 'every SQL-callable function of the extensions has bad calls in the matrix');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 63::bigint, 'the matrix covers the 63 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 1243::bigint, 'the matrix holds 1243 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 
@@ -1306,11 +1402,11 @@ BEGIN
     PERFORM public.increment_rate_limit(uid, p_key, 10, 60);
     RETURN NEXT is((SELECT array_agg(r.counter) FROM public.rate_limits r WHERE r.endpoint = p_key), ARRAY[1],
                    label || ': the endpoint limits store it as the endpoint');
-    PERFORM public.check_rate_limit(p_key => p_key, p_limit => 10, p_window_seconds => 60);
-    RETURN NEXT is((SELECT array_agg(b.count) FROM public.rate_limit_buckets b WHERE b.key = p_key), ARRAY[1],
+    PERFORM sliding_window.check_rate_limit(p_key => p_key, p_limit => 10, p_window_seconds => 60);
+    RETURN NEXT is((SELECT array_agg(b.count) FROM sliding_window.rate_limit_buckets b WHERE b.key = p_key), ARRAY[1],
                    label || ': the sliding-window limits store it as the bucket key');
-    PERFORM public.check_rate_limit_tiers(p_key, p_key);
-    RETURN NEXT is((SELECT count(*) FROM public.rate_limit_buckets b
+    PERFORM sliding_window.check_rate_limit_tiers(p_key, p_key);
+    RETURN NEXT is((SELECT count(*) FROM sliding_window.rate_limit_buckets b
                      WHERE b.key IN ('ip:' || encode(sha256(convert_to(btrim(p_key), 'UTF8')), 'hex'),
                                      'email:' || encode(sha256(convert_to(lower(btrim(p_key)), 'UTF8')), 'hex'))),
                    2::bigint, label || ': the tiers store its SHA-256 as the ip and email keys');

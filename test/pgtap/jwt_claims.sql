@@ -5,6 +5,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits;
 
 SELECT plan(19);
 

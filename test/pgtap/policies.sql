@@ -586,7 +586,8 @@ SELECT lives_ok($$INSERT INTO ratelimit.policies (name, "limit", period, algorit
 SELECT throws_ok($$UPDATE ratelimit.policies SET period = '0 seconds' WHERE name = 'rpc.auth'$$,
                  '22023', NULL, 'an edit to a zero period');
 SELECT throws_ok($$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('bad name!', 5, '1 minute')$$,
-                 '23514', NULL, 'a policy name outside [A-Za-z0-9_.:-]');
+                 '22023', 'policy "bad name!": name may hold only letters, digits, _ . : and - (1 to 63 of them; / is reserved): group names with dots, as in activity.create_post',
+                 'a policy name outside [A-Za-z0-9_.:-], refused in words');
 SELECT throws_ok($$INSERT INTO ratelimit.access_list (action, key, ip) VALUES ('deny', 'k', '1.2.3.4')$$,
                  '23514', NULL, 'an access-list entry with two subjects');
 SELECT throws_ok($$INSERT INTO ratelimit.tiers (name, multiplier) VALUES ('neg', -1)$$,

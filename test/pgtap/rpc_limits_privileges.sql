@@ -6,6 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 \ir supabase_roles.psql
 
 CREATE EXTENSION ratelimit;
+CREATE EXTENSION ratelimit_rpc_limits;
 
 SELECT plan(31);
 

@@ -211,6 +211,28 @@ for claims in '[1, 2]' '{"role": "anon", "sub": 42}'; do
         "malformed claims ($claims): a user-keyed route refuses the request with 22023"
 done
 
+echo "# a tier from the verified JWT's claims (tier_claim)"
+psql -X -q -v ON_ERROR_STOP=1 -d "$database" >/dev/null <<'SQL'
+INSERT INTO ratelimit.policies (name, "limit", period, engine) VALUES ('api.post', 10, '1 minute', 'table');
+INSERT INTO ratelimit.tiers (name, multiplier, bypass) VALUES ('premium', 2, false), ('admin', 1, true);
+INSERT INTO ratelimit.request_routes (methods, path_pattern, policy, key, tier_claim) VALUES
+    ('{POST}', '/posts', 'api.post', 'user', 'app_metadata.tier');
+SQL
+tiered() {  # tiered CLAIMS: the X-RateLimit-Limit of a POST /posts with these claims
+    header "$(request "$PGPORT" POST /posts authenticated "$1" "$client")" X-RateLimit-Limit
+}
+is "$(tiered '{"role": "authenticated", "sub": "u-free"}')" "10" "no tier claim: the policy's limit"
+is "$(tiered '{"role": "authenticated", "sub": "u-premium", "app_metadata": {"tier": "premium"}}')" "20" \
+    "app_metadata.tier = premium: the premium tier's multiplier (x2)"
+is "$(request "$PGPORT" POST /posts authenticated '{"role": "authenticated", "sub": "u-admin", "app_metadata": {"tier": "admin"}}' "$client" | cut -c1-3)" "200" \
+    "app_metadata.tier = admin: the admin tier's bypass lets it through"
+is "$(tiered '{"role": "authenticated", "sub": "u-self", "user_metadata": {"tier": "premium"}}')" "10" \
+    "a tier the user can write (user_metadata) is not the route's claim: no tier"
+is "$(tiered '{"role": "authenticated", "sub": "u-gold", "app_metadata": {"tier": "gold"}}')" "10" \
+    "a claim naming no tier of ratelimit.tiers: no tier"
+is "$(error_of "UPDATE ratelimit.request_routes SET tier_claim = 'app_metadata..tier' WHERE policy = 'api.post'" 'tier_claim must be 1 to 8 JSON member names')" \
+    'tier_claim must be 1 to 8 JSON member names' "a malformed tier_claim is refused when written"
+
 echo "# every denial in the denial log, or counted as not logged, after the request rolled back"
 # One policy per engine and method that logs its denials, 1 a minute per client, and the
 # reported case: a global write limit.

@@ -150,6 +150,12 @@ setup_database() {
     psql -X -q -v ON_ERROR_STOP=1 -d postgres -c "CREATE DATABASE $db" >/dev/null
     psql -X -q -v ON_ERROR_STOP=1 -d "$db" >/dev/null <<'SQL'
 CREATE EXTENSION ratelimit;
+-- The three apps' drop-ins: the per-RPC and endpoint limits in public, the sliding window's in a
+-- schema of its own (its check_rate_limit shares the per-RPC one's name).
+CREATE EXTENSION ratelimit_rpc_limits;
+CREATE EXTENSION ratelimit_endpoint_limits;
+CREATE SCHEMA sliding_window;
+CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window;
 -- One row per allowed decision, written in the caller's transaction.
 CREATE TABLE audit (engine text NOT NULL, key text NOT NULL);
 -- The keys a scenario uses, and their limits.
@@ -170,7 +176,7 @@ BEGIN
         RETURN coalesce((SELECT sum(counter) FROM public.rate_limits
                          WHERE user_id::text || '/' || endpoint = p_key), 0);
     WHEN 'sliding_window_limits' THEN
-        RETURN coalesce((SELECT sum(count) FROM public.rate_limit_buckets WHERE key = p_key), 0);
+        RETURN coalesce((SELECT sum(count) FROM sliding_window.rate_limit_buckets WHERE key = p_key), 0);
     -- The drop-ins on unlogged: the row of their namespace, keyed <user id>:<name> (the window's
     -- count), or the sliding window's own key (its log's units).
     WHEN 'rpc_limits_unlogged' THEN
@@ -222,7 +228,7 @@ BEGIN
         END IF;
         m_committed := (SELECT count(*) FROM audit WHERE engine = m_kind AND key = m_key);
         RETURN NEXT;
-        SELECT * INTO b FROM check_rate_limit(p_key => 'sk' || n, p_limit => 1000000,
+        SELECT * INTO b FROM sliding_window.check_rate_limit(p_key => 'sk' || n, p_limit => 1000000,
                                               p_window_seconds => 31536000);
         m_kind := 'sliding_window_limits_memory';
         m_key := 'sk' || n;
@@ -337,7 +343,7 @@ INSERT INTO audit SELECT 'endpoint_limits', x.u::text || '/ep' FROM (SELECT ('00
 SQL
     cat >"$WORK/sliding_window_limits.sql" <<SQL
 \set k random(1, 2)
-INSERT INTO audit SELECT 'sliding_window_limits', 'sk' || :k FROM check_rate_limit(p_key => 'sk' || :k, p_limit => 1000000, p_window_seconds => 31536000) WHERE allowed;
+INSERT INTO audit SELECT 'sliding_window_limits', 'sk' || :k FROM sliding_window.check_rate_limit(p_key => 'sk' || :k, p_limit => 1000000, p_window_seconds => 31536000) WHERE allowed;
 SQL
     # The same drop-in calls on the unlogged and memory engines, one per transaction (SET LOCAL
     # keeps the engine to it). Not the per-RPC one on memory: its only result is a boolean and the
@@ -364,7 +370,7 @@ SQL
 \set k random(1, 2)
 BEGIN;
 SET LOCAL ratelimit.dropin_engine = $engine;
-INSERT INTO audit SELECT 'sliding_window_limits_$engine', 'sk' || :k FROM check_rate_limit(p_key => 'sk' || :k, p_limit => 1000000, p_window_seconds => 31536000) WHERE allowed;
+INSERT INTO audit SELECT 'sliding_window_limits_$engine', 'sk' || :k FROM sliding_window.check_rate_limit(p_key => 'sk' || :k, p_limit => 1000000, p_window_seconds => 31536000) WHERE allowed;
 COMMIT;
 SQL
     done
@@ -714,7 +720,7 @@ setup_database faults3
 drop_in_counts() {
     sql "SELECT (SELECT sum(call_count) FROM rpc_rate_limits),
                 (SELECT sum(counter) FROM rate_limits),
-                (SELECT sum(count) FROM rate_limit_buckets)"
+                (SELECT sum(count) FROM sliding_window.rate_limit_buckets)"
 }
 # The same three counters on the unlogged engine, where the same calls keep them instead.
 unlogged_drop_in_counts() {
@@ -726,7 +732,7 @@ unlogged_drop_in_counts() {
 }
 rpc_limits_call="check_rate_limit_for_user('$U1', 'rpc', 10, 525600)"
 endpoint_limits_call="increment_rate_limit('$U1', 'ep', 10, 31536000, 1)"
-sliding_window_limits_call="check_rate_limit(p_key => 'sk', p_limit => 10, p_window_seconds => 31536000)"
+sliding_window_limits_call="sliding_window.check_rate_limit(p_key => 'sk', p_limit => 10, p_window_seconds => 31536000)"
 # Three committed calls on each key the holder will lock, the drop-ins' on their tables and on
 # unlogged.
 for _ in 1 2 3; do
@@ -920,12 +926,12 @@ else
     psql -X -q -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
 SELECT format('ALTER TABLE %s SET TABLESPACE small', c::regclass)
 FROM unnest(ARRAY['ratelimit.key_state', 'ratelimit.key_state_unlogged', 'public.rpc_rate_limits',
-                  'public.rate_limits', 'public.rate_limit_buckets']::regclass[]) AS c \gexec
+                  'public.rate_limits', 'sliding_window.rate_limit_buckets']::regclass[]) AS c \gexec
 SELECT format('ALTER INDEX %s SET TABLESPACE small', indexrelid::regclass)
 FROM pg_index
 WHERE indrelid = ANY (ARRAY['ratelimit.key_state', 'ratelimit.key_state_unlogged',
                             'public.rpc_rate_limits', 'public.rate_limits',
-                            'public.rate_limit_buckets']::regclass[]) \gexec
+                            'sliding_window.rate_limit_buckets']::regclass[]) \gexec
 SQL
     N=200
     existing_native="1000, '1 day', 1, 'rolling_window'"
@@ -941,7 +947,7 @@ SQL
             printf '%s\n' '\echo sqlstate rpc_limits :SQLSTATE'
             echo "INSERT INTO audit SELECT 'endpoint_limits', '$uuid/ep' FROM increment_rate_limit('$uuid', 'ep', 10, 31536000, 1) AS r WHERE (r->>'allowed')::boolean;"
             printf '%s\n' '\echo sqlstate endpoint_limits :SQLSTATE'
-            echo "INSERT INTO audit SELECT 'sliding_window_limits', 'dsk-$i' FROM check_rate_limit(p_key => 'dsk-$i', p_limit => 10, p_window_seconds => 31536000) WHERE allowed;"
+            echo "INSERT INTO audit SELECT 'sliding_window_limits', 'dsk-$i' FROM sliding_window.check_rate_limit(p_key => 'dsk-$i', p_limit => 10, p_window_seconds => 31536000) WHERE allowed;"
             printf '%s\n' '\echo sqlstate sliding_window_limits :SQLSTATE'
             echo "INSERT INTO audit SELECT 'table', 'dk-existing' FROM ratelimit.consume('dk-existing', $existing_native) WHERE allowed;"
             printf '%s\n' '\echo sqlstate existing :SQLSTATE'
@@ -951,7 +957,7 @@ SQL
             printf '%s\n' '\echo sqlstate rpc_limits_unlogged :SQLSTATE'
             echo "INSERT INTO audit SELECT 'endpoint_limits_unlogged', '$uuid/ep' FROM increment_rate_limit('$uuid', 'ep', 10, 31536000, 1) AS r WHERE (r->>'allowed')::boolean;"
             printf '%s\n' '\echo sqlstate endpoint_limits_unlogged :SQLSTATE'
-            echo "INSERT INTO audit SELECT 'sliding_window_limits_unlogged', 'dsk-$i' FROM check_rate_limit(p_key => 'dsk-$i', p_limit => 10, p_window_seconds => 31536000) WHERE allowed;"
+            echo "INSERT INTO audit SELECT 'sliding_window_limits_unlogged', 'dsk-$i' FROM sliding_window.check_rate_limit(p_key => 'dsk-$i', p_limit => 10, p_window_seconds => 31536000) WHERE allowed;"
             printf '%s\n' '\echo sqlstate sliding_window_limits_unlogged :SQLSTATE'
             echo "RESET ratelimit.dropin_engine;"
         done

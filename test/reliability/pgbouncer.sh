@@ -125,6 +125,11 @@ scripts_dir="$bouncer_dir/scripts"
 mkdir -p "$scripts_dir"
 
 sql "CREATE EXTENSION ratelimit"
+# The endpoint limits' drop-ins in public, the sliding window's in a schema of its own (the
+# convention for a database that holds several apps' drop-ins).
+sql "CREATE EXTENSION ratelimit_endpoint_limits"
+sql "CREATE SCHEMA sliding_window"
+sql "CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window"
 # Every decision of every case: allowed, and the count it reported (remaining for the native
 # API, current for increment_rate_limit, current_count for the sliding-window check_rate_limit),
 # and the backend that made it.
@@ -277,13 +282,13 @@ BEGIN;
 SET LOCAL ratelimit.test_clock = '$frozen';
 INSERT INTO rl_audit (case_name, key, allowed, reported, backend)
 SELECT 'sliding_window_limits', 'sliding_window_limits', c.allowed, c.current_count, pg_backend_pid()
-FROM check_rate_limit(p_key => 'pgbouncer', p_limit => $drop_in_limit, p_window_seconds => 3600) AS c;
+FROM sliding_window.check_rate_limit(p_key => 'pgbouncer', p_limit => $drop_in_limit, p_window_seconds => 3600) AS c;
 COMMIT;
 EOF
 if bounce "sliding_window_limits" "$scripts_dir/sliding_window_limits.sql" "$drop_in_per_client"; then
     read -r rows allowed denied distinct low high <<<"$(audit sliding_window_limits)"
     # Only allowed calls are recorded: they saw current_count 1 .. limit, each once.
-    counted="$(sql "SELECT coalesce(sum(count), 0) FROM rate_limit_buckets WHERE key = 'pgbouncer'")"
+    counted="$(sql "SELECT coalesce(sum(count), 0) FROM sliding_window.rate_limit_buckets WHERE key = 'pgbouncer'")"
     is "transactions=$run_transactions audited=$rows allowed=$allowed buckets=$counted counts=$distinct $low..$high" \
         "transactions=$drop_in_calls audited=$drop_in_calls allowed=$drop_in_limit buckets=$drop_in_limit counts=$drop_in_limit 1..$drop_in_limit" \
         "sliding-window check_rate_limit(p_key, p_limit, p_window_seconds): $drop_in_calls calls, limit $drop_in_limit: exactly $drop_in_limit allowed and recorded"

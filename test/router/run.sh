@@ -32,8 +32,19 @@ q() { local name="$1"; shift; router_psql "$name" -At "$@"; }
 for name in router shard1 shard2 direct; do
     q "$name" -c "CREATE ROLE authenticated LOGIN" -c "CREATE ROLE anon LOGIN" -c "CREATE ROLE service_role LOGIN" >/dev/null
 done
+# The shards and the direct server hold every app's drop-ins (the router routes them all): the
+# per-RPC and endpoint limits in public, the sliding window's in the schema sliding_window (its
+# check_rate_limit shares the per-RPC one's name). The router's statements reach a shard's
+# drop-ins through the shard's search_path, so on the shards it names both schemas: the per-RPC
+# call names its arguments and the keyed one passes four, so each finds only its own function.
 for name in shard1 shard2 direct; do
-    q "$name" -c "CREATE EXTENSION ratelimit" -c "SELECT ratelimit.load_preset('social-activity')" >/dev/null
+    q "$name" -c "CREATE EXTENSION ratelimit" -c "SELECT ratelimit.load_preset('social-activity')" \
+        -c "CREATE EXTENSION ratelimit_rpc_limits" -c "CREATE EXTENSION ratelimit_endpoint_limits" \
+        -c "CREATE SCHEMA sliding_window" \
+        -c "CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window" >/dev/null
+done
+for name in shard1 shard2; do
+    q "$name" -c "ALTER DATABASE postgres SET search_path = \"\$user\", public, sliding_window" >/dev/null
 done
 q router -c "CREATE EXTENSION ratelimit_router CASCADE" -c "SELECT ratelimit.load_preset('social-activity')" 2>/dev/null >/dev/null
 shard_conn() { echo "host=127.0.0.1 port=$(router_cluster_port "$1") dbname=postgres"; }
@@ -104,13 +115,16 @@ is "$(q router -c "SELECT ratelimit_router.check_all(ARRAY['activity.create_post
 echo "# hostile input: every argument of every routed call"
 # Each routed call with valid arguments, written KIND:VALUE and separated by ';'. Each argument in
 # turn is replaced by its kind's bad values (NULL among them unless NULL is valid there; a
-# policy's cost above its limit is a denial, not an error): the
+# policy's cost above its limit is a denial, not an error, and so is a native consume's or peek's,
+# checked apart below; a refund's stays an error): the
 # router must refuse the call with the first line the server's own function gives, and nothing
 # may reach a shard's state.
 declare -A bad_values=(
     [key]="NULL|''|repeat('k', 300)"
     [limit]="NULL|0|-1"
     [cost]="NULL|-1|100000"
+    [native_cost]="NULL|-1"
+    [refund_cost]="NULL|-1|100000"
     [policy_cost]="NULL|-1"
     [period]="NULL|'0 seconds'|'-1 minute'"
     [algorithm]="NULL|'bogus'"
@@ -134,13 +148,13 @@ declare -A bad_values=(
 # The drop-ins for users run for a JWT caller, the one their p_user_id names.
 hostile_user=c0eebc99-9c0b-4ef8-bb6d-6bb9bd380a13
 as_hostile="SET ROLE authenticated; SET request.jwt.claims = '{\"sub\": \"$hostile_user\", \"role\": \"authenticated\"}';"
-native="key:'hostile-k';limit:5;period:'1 minute';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL;zone:NULL"
-batch="keys:ARRAY['hostile-a', 'hostile-b'];limit:5;period:'1 minute';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL;zone:NULL"
-calendar="key:'hostile-k';limit:5;period:'1 day';cost:1;algorithm:'fixed_window';engine:'table';burst:NULL;zone:'Europe/Berlin'"
+native="key:'hostile-k';limit:5;period:'1 minute';native_cost:1;algorithm:'fixed_window';engine:'table';burst:NULL;zone:NULL"
+batch="keys:ARRAY['hostile-a', 'hostile-b'];limit:5;period:'1 minute';native_cost:1;algorithm:'fixed_window';engine:'table';burst:NULL;zone:NULL"
+calendar="key:'hostile-k';limit:5;period:'1 day';native_cost:1;algorithm:'fixed_window';engine:'table';burst:NULL;zone:'Europe/Berlin'"
 routed_calls=(
     "consume|ratelimit.consume|$native"
     "peek|ratelimit.peek|$native"
-    "refund|ratelimit.refund|$native"
+    "refund|ratelimit.refund|${native/native_cost:1/refund_cost:1}"
     "allow|ratelimit.allow|$native"
     "consume|ratelimit.consume|$calendar"
     "consume|ratelimit.consume|${native/engine:\'table\'/engine:\'memory\'}"
@@ -152,14 +166,14 @@ routed_calls=(
     "check_all|ratelimit.check_all|policies:ARRAY['activity.create_post'];subjects:ARRAY['hostile-s'];policy_cost:1"
     "check_many|ratelimit.check_many|policy:'activity.create_post';subjects:ARRAY['hostile-s', 'hostile-t'];policy_cost:1"
     "check_http|ratelimit.check_http|policies:ARRAY['activity.create_post'];subjects:ARRAY['hostile-s'];policy_cost:1;tier:NULL;ip:NULL;user:NULL;format:'iso8601';shape:'error_message'"
-    "check_rate_limit|public.check_rate_limit|key:'hostile-k';limit:5;window:60;cost:1"
+    "check_rate_limit|sliding_window.check_rate_limit|key:'hostile-k';limit:5;window:60;cost:1"
     "check_rate_limit|public.check_rate_limit|rpc:p_rpc_name => 'hostile-rpc';limit:p_max_calls => 2;minutes:p_window_minutes => 1|$as_hostile"
     "check_rate_limit_for_user|public.check_rate_limit_for_user|user_id:'$hostile_user'::uuid;rpc:'hostile-rpc';limit:2;minutes:1|SET ROLE service_role;"
     "increment_rate_limit|public.increment_rate_limit|user_id:'$hostile_user'::uuid;rpc:'hostile-endpoint';limit:3;window:3600;increment:1|$as_hostile"
 )
 shard_state="SELECT (SELECT count(*) FROM ratelimit.key_state), (SELECT count(*) FROM ratelimit.key_state_unlogged),
                      (SELECT entries FROM ratelimit.memory_stats), (SELECT count(*) FROM public.rpc_rate_limits),
-                     (SELECT count(*) FROM public.rate_limits), (SELECT count(*) FROM public.rate_limit_buckets)"
+                     (SELECT count(*) FROM public.rate_limits), (SELECT count(*) FROM sliding_window.rate_limit_buckets)"
 state_before="$(for name in shard1 shard2; do q "$name" -c "$shard_state"; done)"
 hostile_checks=0
 hostile_mismatches=()
@@ -191,6 +205,17 @@ for spec in "${routed_calls[@]}"; do
 done
 is "$(printf '%s\n' "${hostile_mismatches[@]}" | grep -c . || true)" 0 "$hostile_checks bad calls refused on the router with the local message"
 printf '#   %s\n' "${hostile_mismatches[@]}" | grep -v '^#   $' || true
+# A native consume or peek of more than the limit is denied for good, not refused: through the
+# router as locally, nothing charged (the shards' state is compared below).
+over_calls="SELECT * FROM %s.consume('hostile-over', 5, '1 minute', 6);
+SELECT * FROM %s.peek('hostile-over', 5, '1 minute', 6, 'sliding_window', 'memory');
+SELECT (%s.allow('hostile-over', 5, '1 minute', 6))::text;
+SELECT * FROM unnest(%s.consume_many(ARRAY['hostile-over', 'hostile-over-b'], 5, '1 minute', 6));
+SELECT * FROM unnest(%s.peek_many(ARRAY['hostile-over', 'hostile-over-b'], 5, '1 minute', 6));"
+over_routed="$(printf "$over_calls" ratelimit_router ratelimit_router ratelimit_router ratelimit_router ratelimit_router | q router 2>&1 | paste -sd' ')"
+is "$over_routed" "$(printf "$over_calls" ratelimit ratelimit ratelimit ratelimit ratelimit | q direct 2>&1 | paste -sd' ')" \
+    "a native cost above the limit: the router answers as locally"
+is "$over_routed" "f|5|5||0 f|5|5||0 false f|5|5||0 f|5|5||0 f|5|5||0 f|5|5||0" "denied, with no retry time"
 is "$(for name in shard1 shard2; do q "$name" -c "$shard_state"; done)" \
     "$state_before" "and none of them reached a shard's state"
 

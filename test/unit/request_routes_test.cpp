@@ -37,11 +37,11 @@ TEST(RequestRoutes, TheFirstForwardedHopIsTheClient) {
 
 TEST(RequestRoutes, MatchingRoutesGiveTheirPoliciesOnceWithTheirKeys) {
     std::vector<RequestRoute> routes(5);
-    routes[0] = {{"GET", "HEAD"}, "/items*", {}, "api.read", RouteKey::kIp};
-    routes[1] = {{"*"}, "*", {"anon"}, "api.anon", RouteKey::kUserOrIp};
-    routes[2] = {{"POST"}, "/items", {}, "api.write", RouteKey::kUser};
-    routes[3] = {{"*"}, "*", {}, "api.read", RouteKey::kGlobal};  // named again: skipped
-    routes[4] = {{"*"}, "*", {}, "api.all", RouteKey::kGlobal};
+    routes[0] = {{"GET", "HEAD"}, "/items*", {}, "api.read", RouteKey::kIp, ""};
+    routes[1] = {{"*"}, "*", {"anon"}, "api.anon", RouteKey::kUserOrIp, ""};
+    routes[2] = {{"POST"}, "/items", {}, "api.write", RouteKey::kUser, ""};
+    routes[3] = {{"*"}, "*", {}, "api.read", RouteKey::kGlobal, ""};  // named again: skipped
+    routes[4] = {{"*"}, "*", {}, "api.all", RouteKey::kGlobal, ""};
 
     RouteRequest get{"GET", "/items/3", "anon", std::nullopt, "203.0.113.7"};
     RouteChecks checks = match_routes(routes, get);
@@ -73,6 +73,44 @@ TEST(RequestRoutes, KeyNamesAreCheckedAndTheArgumentNamed) {
     } catch (const ArgumentError& error) {
         EXPECT_EQ(error.argument(), "key");
     }
+}
+
+// A route's tier claim is a path of 1 to 8 JSON member names; the applied routes' claims come
+// back in route order (the first one the claims hold gives the tier), and a route that did not
+// apply (a policy checked once, under the first route naming it) adds none.
+TEST(RequestRoutes, TierClaimsOfTheAppliedRoutesInOrder) {
+    EXPECT_TRUE(valid_tier_claim("tier"));
+    EXPECT_TRUE(valid_tier_claim("app_metadata.tier"));
+    EXPECT_TRUE(valid_tier_claim("a.b.c.d.e.f.g.h"));
+    EXPECT_FALSE(valid_tier_claim("a.b.c.d.e.f.g.h.i"));
+    EXPECT_FALSE(valid_tier_claim(""));
+    EXPECT_FALSE(valid_tier_claim("app_metadata."));
+    EXPECT_FALSE(valid_tier_claim(".tier"));
+    EXPECT_FALSE(valid_tier_claim("app metadata.tier"));
+    EXPECT_FALSE(valid_tier_claim("tier\""));
+    EXPECT_EQ(tier_claim_members("app_metadata.tier"),
+              (std::vector<std::string>{"app_metadata", "tier"}));
+    EXPECT_EQ(tier_claim_members("tier"), (std::vector<std::string>{"tier"}));
+
+    std::vector<RequestRoute> routes(3);
+    routes[0].methods = {"*"};
+    routes[0].path_pattern = "/posts*";
+    routes[0].policy = "activity.create_post";
+    routes[0].tier_claim = "app_metadata.tier";
+    routes[1].methods = {"*"};
+    routes[1].path_pattern = "*";
+    routes[1].policy = "api.any";
+    routes[2].methods = {"*"};
+    routes[2].path_pattern = "*";
+    routes[2].policy = "activity.create_post";
+    routes[2].tier_claim = "role";
+    RouteRequest request{"POST", "/posts", "authenticated", std::string("u-1"), std::nullopt};
+    RouteChecks checks = match_routes(routes, request);
+    EXPECT_EQ(checks.policies, (std::vector<std::string>{"activity.create_post", "api.any"}));
+    EXPECT_EQ(checks.tier_claims, (std::vector<std::string>{"app_metadata.tier"}));
+    request.path = "/other";
+    checks = match_routes(routes, request);
+    EXPECT_EQ(checks.tier_claims, (std::vector<std::string>{"role"}));
 }
 
 }  // namespace

@@ -1,5 +1,10 @@
--- The orphaned-user cleanup's sliding-window limits, drop-in: rate_limit_buckets, the bucket
--- check_rate_limit and check_rate_limit_tiers; per-second buckets, only allowed calls recorded.
+-- The orphaned-user cleanup's sliding-window limits, drop-in (the extension
+-- ratelimit_sliding_window_limits): rate_limit_buckets, the bucket check_rate_limit and
+-- check_rate_limit_tiers; per-second buckets, only allowed calls recorded.
+
+SELECT ratelimit.drop_in_install_begin('ratelimit_sliding_window_limits', '@extschema@',
+    ARRAY['rate_limit_buckets'],
+    ARRAY['check_rate_limit', 'check_rate_limit_tiers', 'cleanup_old_rate_limit_buckets']);
 
 CREATE TABLE @extschema@.rate_limit_buckets (
     key            text        NOT NULL,
@@ -19,9 +24,8 @@ COMMENT ON TABLE @extschema@.rate_limit_buckets IS
 ALTER TABLE @extschema@.rate_limit_buckets ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON TABLE @extschema@.rate_limit_buckets FROM PUBLIC;
 
--- The per-RPC check_rate_limit(text, integer, integer) already has this name and these three
--- argument types, so this one takes a trailing p_cost with a default: PostgREST's
--- named-argument calls resolve to the right one by parameter names.
+-- The app's check_rate_limit(p_key, p_limit, p_window_seconds), with a trailing p_cost (1 by
+-- default) for calls that count more than one unit.
 CREATE FUNCTION @extschema@.check_rate_limit(
     p_key text,
     p_limit integer,
@@ -54,3 +58,36 @@ AS 'MODULE_PATHNAME', 'rl_check_rate_limit_tiers';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer) IS
     'ratelimit: global -> IP -> email tiers in one all-or-nothing call';
+
+-- Deletes buckets that no longer count for the longest window in use; returns how many.
+CREATE FUNCTION @extschema@.cleanup_old_rate_limit_buckets()
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    longest_window integer;
+    deleted integer;
+BEGIN
+    SELECT max(window_seconds) INTO longest_window FROM @extschema@.rate_limit_buckets;
+    IF longest_window IS NULL THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM @extschema@.rate_limit_buckets
+    WHERE bucket_time <= ratelimit.clock_now() - make_interval(secs => longest_window);
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.cleanup_old_rate_limit_buckets() IS
+    'ratelimit: deletes rate_limit_buckets rows that no longer count for the longest window in use';
+
+SELECT ratelimit.drop_in_install_end('@extschema@', ARRAY['rate_limit_buckets']);
+
+-- The keyed calls and the cleanup are service_role's (Supabase's trusted server code).
+SELECT ratelimit.set_member_privileges('ratelimit_sliding_window_limits', true, ARRAY[
+    ARRAY['EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit(text, integer, integer, integer)', 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer)', 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', '@extschema@.cleanup_old_rate_limit_buckets()', 'service_role']
+]);

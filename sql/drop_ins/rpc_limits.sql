@@ -1,8 +1,13 @@
--- The game backend's per-RPC limits, drop-in: rpc_rate_limits and check_rate_limit(text,
--- integer, integer), one row per (user_id, rpc_name); the window restarts at the first call
--- after it has lasted longer than p_window_minutes (the policy rpc.<p_rpc_name>'s period when
--- there is one), as it stood when the window opened (window_expires_at). In the schema CREATE
--- EXTENSION installs into (public by default, where PostgREST looks).
+-- The game backend's per-RPC limits, drop-in (the extension ratelimit_rpc_limits):
+-- rpc_rate_limits and check_rate_limit(text, integer, integer), one row per (user_id, rpc_name);
+-- the window restarts at the first call after it has lasted longer than p_window_minutes (the
+-- policy rpc.<p_rpc_name>'s period when there is one), as it stood when the window opened
+-- (window_expires_at). In the schema CREATE EXTENSION installs into (public by default, where
+-- PostgREST looks).
+
+SELECT ratelimit.drop_in_install_begin('ratelimit_rpc_limits', '@extschema@',
+    ARRAY['rpc_rate_limits'],
+    ARRAY['check_rate_limit', 'check_rate_limit_for_user', 'cleanup_rpc_rate_limits']);
 
 CREATE TABLE @extschema@.rpc_rate_limits (
     id                uuid        PRIMARY KEY DEFAULT pg_catalog.gen_random_uuid(),
@@ -60,3 +65,40 @@ AS 'MODULE_PATHNAME', 'rl_check_rate_limit_for_user';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit_for_user(uuid, text, integer, integer) IS
     'ratelimit: per-RPC check for an explicit user id (trusted callers only)';
+
+-- Deletes rows whose window ended more than p_older_than ago: they no longer count (the next
+-- call would restart them) and nobody has called since. Returns how many rows went.
+CREATE FUNCTION @extschema@.cleanup_rpc_rate_limits(p_older_than interval DEFAULT interval '48 hours')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    deleted integer;
+BEGIN
+    IF p_older_than IS NULL THEN
+        RAISE EXCEPTION 'p_older_than must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_older_than < interval '0' THEN
+        RAISE EXCEPTION 'p_older_than must not be negative, got %', p_older_than
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM @extschema@.rpc_rate_limits
+    WHERE window_expires_at < ratelimit.clock_now() - p_older_than;
+    GET DIAGNOSTICS deleted = ROW_COUNT;
+    RETURN deleted;
+END
+$$;
+
+COMMENT ON FUNCTION @extschema@.cleanup_rpc_rate_limits(interval) IS
+    'ratelimit: deletes rpc_rate_limits rows whose window ended more than p_older_than ago';
+
+SELECT ratelimit.drop_in_install_end('@extschema@', ARRAY['rpc_rate_limits']);
+
+-- Everyone may call the check, which counts only the caller; the calls that name a user, and
+-- the cleanup, are service_role's (Supabase's trusted server code).
+SELECT ratelimit.set_member_privileges('ratelimit_rpc_limits', true, ARRAY[
+    ARRAY['EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit(text, integer, integer)', 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', '@extschema@.check_rate_limit_for_user(uuid, text, integer, integer)', 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', '@extschema@.cleanup_rpc_rate_limits(interval)', 'service_role']
+]);
