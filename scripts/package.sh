@@ -66,6 +66,9 @@ if [ -f /.ratelimit-root ]; then
         exit 1
     }
     echo "package: built in $((SECONDS - started)) s: $(cd "$work" && ls -- *.deb | tr '\n' ' ')"
+    # Scripts an earlier build left would be used with the package's (test/suites.sh says why).
+    rm -f "/usr/share/postgresql/$major/extension/"ratelimit--*.sql \
+        "/usr/share/postgresql/$major/extension/"ratelimit_*--*.sql
     DEBIAN_FRONTEND=noninteractive dpkg -i "$work/$deb" >/dev/null
     status=0
     dpkg -V "postgresql-$major-ratelimit" || status=$?
