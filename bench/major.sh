@@ -10,11 +10,10 @@ source scripts/versions.sh
 if [ -n "${PG_MAJOR:-}" ] && [ ! -f /.ratelimit-root ] &&
     { [ "$PG_MAJOR" != "$(native_major)" ] || [ -n "${RATELIMIT_IN_ROOTS:-}" ]; }; then
     codename_of_major "$PG_MAJOR" >/dev/null || exit 2
-    scripts/debian-root.sh sync "$PG_MAJOR"
     bench_status=0
     scripts/debian-root.sh run "$PG_MAJOR" bash "bench/$(basename "$0")" "$@" || bench_status=$?
     mkdir -p "bench/results/pg$PG_MAJOR"
-    cp -r "$(scripts/debian-root.sh path "$PG_MAJOR")/usr/src/ratelimit/bench/results/." \
+    cp -r "$(scripts/debian-root.sh source "$PG_MAJOR")/bench/results/." \
         "bench/results/pg$PG_MAJOR/" 2>/dev/null || true
     echo "bench: the results of PostgreSQL $PG_MAJOR are in bench/results/pg$PG_MAJOR/"
     exit "$bench_status"

@@ -4,9 +4,11 @@
 # root.
 #
 #   scripts/debian-root.sh make MAJOR         make the root, or reuse it; prints its directory
-#   scripts/debian-root.sh sync MAJOR         copy this working tree into it (/usr/src/ratelimit)
-#   scripts/debian-root.sh run MAJOR CMD...   run CMD inside it, in /usr/src/ratelimit
+#   scripts/debian-root.sh sync MAJOR         copy this working tree into it
+#   scripts/debian-root.sh run MAJOR CMD...   copy this working tree into it, then run CMD
+#                                             inside it, in that copy
 #   scripts/debian-root.sh path MAJOR         print its directory
+#   scripts/debian-root.sh source MAJOR       print where this clone's copy is, seen from here
 #
 # Roots live outside the clone, in $RATELIMIT_ROOTS (default /var/lib/ratelimit/roots), one
 # directory per Debian codename, so that every clone and every run reuses them. A root is made
@@ -14,6 +16,10 @@
 # a temporary name, and gets its final name only when complete: a half-made root (an
 # interrupted run) is never mistaken for a made one and is made again. A lock per root keeps
 # two runs from making the same root at once.
+#
+# Each clone has its copy in the root, /usr/src/ratelimit-<clone>-<hash of its path>, with its
+# own build products. One `run` or `sync` uses a root at a time: another waits for it (two runs
+# would install their builds over each other's).
 #
 # `run` mounts /proc, /dev, /dev/pts and /dev/shm inside the root for the command only. The
 # mounts are made in a private mount namespace, so the host never sees them and they vanish
@@ -23,13 +29,13 @@ repository="$(cd "$(dirname "$0")/.." && pwd)"
 source "$repository/scripts/versions.sh"
 
 roots="${RATELIMIT_ROOTS:-/var/lib/ratelimit/roots}"
-# Where the working tree is copied inside a root.
-root_source=/usr/src/ratelimit
+# Where this working tree is copied inside a root.
+root_source="/usr/src/ratelimit-$(basename "$repository")-$(printf '%s' "$repository" | sha1sum | cut -c1-8)"
 # Written last when a root is made: its presence is what "made" means.
 marker=.ratelimit-root
 
 usage() {
-    sed -n '2,10s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,12s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
@@ -199,35 +205,35 @@ inside_namespace() {
     return $status
 }
 
-run_in_root() {
-    local major="$1" dir
+# with_root_in_use MAJOR SUBCOMMAND ARGUMENTS...: this script's SUBCOMMAND, holding the root's
+# lock for its whole length. The lock stays with flock (-o): a server the command leaves behind
+# does not keep it.
+with_root_in_use() {
+    local major="$1" dir lock
     shift
-    [ "$#" -gt 0 ] || usage
     dir="$(make_root "$major")"
-    unshare --mount --propagation private -- "$0" __inside "$dir" "$@"
+    lock="$roots/$(codename_of_major "$major").use.lock"
+    if ! flock -n "$lock" true; then
+        echo "debian-root: waiting for the $(codename_of_major "$major") root, which another run is using" >&2
+    fi
+    flock -o -x "$lock" "$0" "$@" "$dir"
 }
 
 # Copies the working tree into the root, leaving out what git ignores (build products of
-# this system's major must never meet the root's) and keeping the root's own build products
+# this system's major must never meet the root's) and keeping the copy's own build products
 # and node_modules, so that a run there rebuilds only what changed. What changed is decided by
-# content, and a file copied gets the time of the copy, not the source's: several clones (or
-# branches) share a root, and a source older than the root's object file built from another
-# tree's version of it would otherwise not be rebuilt, leaving a library made of two trees.
+# content, and a file copied gets the time of the copy, not the source's: a source older than
+# the object file built from an earlier version of it (a branch switched back, a file restored)
+# would otherwise not be rebuilt, leaving a library made of two versions of a header.
 sync_into_root() {
-    local major="$1" dir
-    dir="$(make_root "$major")"
-    # A copy made before copies went by content may hold such a library: it starts again.
-    if [ ! -e "$dir$root_source/.synced-by-content" ]; then
-        rm -rf "${dir:?}$root_source"
-    fi
+    local dir="$1"
     mkdir -p "$dir$root_source"
     command -v rsync >/dev/null || {
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rsync >/dev/null
     }
     rsync --recursive --links --perms --devices --specials --checksum --delete \
-        --exclude=/.git --exclude=node_modules --filter='P /.synced-by-content' \
-        --filter=':- .gitignore' "$repository/" "$dir$root_source/"
-    touch "$dir$root_source/.synced-by-content"
+        --exclude=/.git --exclude=node_modules --filter=':- .gitignore' \
+        "$repository/" "$dir$root_source/"
 }
 
 [ "$#" -ge 1 ] || usage
@@ -243,13 +249,29 @@ path)
     [ "$#" -eq 1 ] || usage
     echo "$roots/$(codename_of_major "$1")"
     ;;
+source)
+    [ "$#" -eq 1 ] || usage
+    echo "$roots/$(codename_of_major "$1")$root_source"
+    ;;
 sync)
     [ "$#" -eq 1 ] || usage
-    sync_into_root "$1"
+    with_root_in_use "$1" __sync
     ;;
 run)
     [ "$#" -ge 2 ] || usage
-    run_in_root "$@"
+    major="$1"
+    shift
+    with_root_in_use "$major" __run "$@"
+    ;;
+# What the subcommands above run with the root's lock held; the root's directory comes last.
+__sync)
+    sync_into_root "$1"
+    ;;
+__run)
+    dir="${*: -1}"
+    set -- "${@:1:$#-1}"
+    sync_into_root "$dir"
+    unshare --mount --propagation private -- "$0" __inside "$dir" "$@"
     ;;
 __inside)
     inside_namespace "$@"

@@ -46,7 +46,7 @@ if [ -f /.ratelimit-root ]; then
         }
     fi
     # A clean copy of the tree: what git tracks, no build product of an earlier make.
-    work=/usr/src/ratelimit-package
+    work="$repository-package"
     rm -rf "$work"
     mkdir -p "$work/ratelimit"
     tar -C "$repository" --exclude=./.git --exclude='*.o' --exclude='*.so' --exclude=./build \
@@ -66,6 +66,9 @@ if [ -f /.ratelimit-root ]; then
         exit 1
     }
     echo "package: built in $((SECONDS - started)) s: $(cd "$work" && ls -- *.deb | tr '\n' ' ')"
+    # Scripts an earlier build left would be used with the package's (test/suites.sh says why).
+    rm -f "/usr/share/postgresql/$major/extension/"ratelimit--*.sql \
+        "/usr/share/postgresql/$major/extension/"ratelimit_*--*.sql
     DEBIAN_FRONTEND=noninteractive dpkg -i "$work/$deb" >/dev/null
     status=0
     dpkg -V "postgresql-$major-ratelimit" || status=$?
@@ -84,12 +87,10 @@ if [ -f /.ratelimit-root ]; then
 fi
 
 # ---- from the host: in MAJOR's root -----------------------------------------------------------
-scripts/debian-root.sh sync "$major"
 status=0
 scripts/debian-root.sh run "$major" bash scripts/package.sh "$major" "${suites[@]}" || status=$?
-root="$(scripts/debian-root.sh path "$major")"
 mkdir -p dist
-cp "$root/usr/src/ratelimit-package/"*.deb dist/ 2>/dev/null || true
+cp "$(scripts/debian-root.sh source "$major")-package/"*.deb dist/ 2>/dev/null || true
 if [ -f "dist/$deb" ]; then
     echo "package: dist/$deb"
 fi

@@ -190,33 +190,29 @@ orchestrate() {
     codename_of_major "$target" >/dev/null
     [ "$target" != 15 ] || { echo "cross_major: the target must be a later major than 15" >&2; exit 2; }
 
-    local name=moved-15.dump source_dir
+    local name=moved-15.dump
     work="$(mktemp -d /tmp/ratelimit-cross.XXXXXX)"
-    trap 'rm -rf "$work"' EXIT
+    # The files go through each root's /tmp under this run's own name.
+    inside="/tmp/$(basename "$work")"
+    source_dir="" target_dir=""
+    trap 'rm -rf "$work" "$source_dir" "$target_dir"' EXIT
     chmod 755 "$work"
     # The 15 side: here on Debian 12, or in the Debian 12 root.
     if [ "$(native_major)" = 15 ] && [ "$in_roots" = false ]; then
         bash test/cross_major.sh --dump "$work/$name"
     else
-        source_dir="$(scripts/debian-root.sh path 15)"
-        scripts/debian-root.sh sync 15
-        mkdir -p "$source_dir/tmp/ratelimit-cross"
-        chmod 777 "$source_dir/tmp/ratelimit-cross"
-        scripts/debian-root.sh run 15 bash test/cross_major.sh --dump "/tmp/ratelimit-cross/$name"
-        mv "$source_dir/tmp/ratelimit-cross/$name"* "$work/"
+        source_dir="$(scripts/debian-root.sh make 15)$inside"
+        mkdir -p "$source_dir"
+        chmod 777 "$source_dir"
+        scripts/debian-root.sh run 15 bash test/cross_major.sh --dump "$inside/$name"
+        mv "$source_dir/$name"* "$work/"
     fi
     # The newer side, in its root.
-    local target_dir
-    target_dir="$(scripts/debian-root.sh path "$target")"
-    scripts/debian-root.sh sync "$target"
-    mkdir -p "$target_dir/tmp/ratelimit-cross"
-    cp "$work/$name"* "$target_dir/tmp/ratelimit-cross/"
-    chmod -R a+rX "$target_dir/tmp/ratelimit-cross"
-    local status=0
-    scripts/debian-root.sh run "$target" bash test/cross_major.sh --restore "/tmp/ratelimit-cross/$name" ||
-        status=$?
-    rm -rf "$target_dir/tmp/ratelimit-cross"
-    return $status
+    target_dir="$(scripts/debian-root.sh make "$target")$inside"
+    mkdir -p "$target_dir"
+    cp "$work/$name"* "$target_dir/"
+    chmod -R a+rX "$target_dir"
+    scripts/debian-root.sh run "$target" bash test/cross_major.sh --restore "$inside/$name"
 }
 
 case "${1:-}" in

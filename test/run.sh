@@ -110,7 +110,7 @@ on_major() {
     if runs_here "$major"; then
         "$@"
     else
-        scripts/debian-root.sh sync "$major" && scripts/debian-root.sh run "$major" "$@"
+        scripts/debian-root.sh run "$major" "$@"
     fi
 }
 

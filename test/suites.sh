@@ -37,7 +37,16 @@ done
 
 major="$(native_major)"
 scripts/install-deps.sh "$major"
+# Install scripts another build or a package left in the extension directory would be used
+# instead of this tree's (a full script of an older version wins over the chain of updates that
+# makes it), so they go first: with a package of the extension (scripts/package.sh leaves one in
+# a root) when this tree is tested, the files alone when the package is.
+extension_dir="$(pg_config --sharedir)/extension"
 if [ "$installed" = false ]; then
+    if dpkg-query -W -f='${Status}' "postgresql-$major-ratelimit" 2>/dev/null | grep -q "ok installed"; then
+        dpkg -P "postgresql-$major-ratelimit" >/dev/null
+    fi
+    rm -f "$extension_dir"/ratelimit--*.sql "$extension_dir"/ratelimit_*--*.sql
     make -s -j2
     make -s install >/dev/null
 fi

@@ -588,7 +588,8 @@ void ratelimit_denial_writer_main(Datum argument) {
         CHECK_FOR_INTERRUPTS();
         if (ShutdownRequestPending)
             proc_exit(0);  // what it took goes back to the queue (the launcher sees it stop)
-        const int count = take_batch(batch, indexes);
+        // volatile: read after the PG_TRY block below (gcc 15 warns of a longjmp clobbering it).
+        const volatile int count = take_batch(batch, indexes);
         if (count == 0) {
             if (GetCurrentTimestamp() - idle_since >= kWriterIdleMs * 1000)
                 proc_exit(0);

@@ -78,7 +78,8 @@ bool is_bucket(Algorithm algorithm) {
     return algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kGcra;
 }
 
-std::int64_t allowance(const Limit& limit) {
+// The model's own reading of what a key may ever allow, kept apart from the code under test.
+std::int64_t model_allowance(const Limit& limit) {
     return is_bucket(limit.algorithm) ? limit.burst : limit.limit;
 }
 
@@ -189,7 +190,7 @@ std::optional<std::int64_t> read_cost(FuzzedDataProvider& in, const Limit& limit
             cost = 1;
             break;
         case 1:
-            cost = in.ConsumeIntegralInRange<std::int64_t>(0, allowance(limit));
+            cost = in.ConsumeIntegralInRange<std::int64_t>(0, model_allowance(limit));
             break;
         default:
             cost = static_cast<std::int32_t>(interesting_integer(in));
@@ -203,7 +204,7 @@ std::optional<std::int64_t> read_cost(FuzzedDataProvider& in, const Limit& limit
         return std::nullopt;
     }
     // A cost above the allowance is a denial for good (Decision::never), not a call to model.
-    REQUIRE(cost_could_be_allowed(limit, cost) == (cost <= allowance(limit)));
+    REQUIRE(cost_could_be_allowed(limit, cost) == (cost <= model_allowance(limit)));
     if (!cost_could_be_allowed(limit, cost))
         return std::nullopt;
     return cost;
@@ -258,7 +259,7 @@ Decision peek(const Limit& limit, const KeyState& state, Micros at, std::int64_t
 
 // The checks every decision must pass, whatever the action.
 void check_shape(const Limit& limit, const Decision& d) {
-    REQUIRE(d.limit == allowance(limit));
+    REQUIRE(d.limit == model_allowance(limit));
     REQUIRE(d.remaining >= 0 && d.remaining <= d.limit);
     REQUIRE(d.retry_after >= 0);
     REQUIRE(d.reset_after >= 0);
@@ -276,7 +277,7 @@ void check_waits(const Limit& limit, const KeyState& state, Micros now, std::int
     if (Wide(now) + d.reset_after <= kMaxInstant) {
         const Decision full = peek(limit, state, now + d.reset_after, 0);
         REQUIRE(full.allowed);
-        REQUIRE(full.remaining == allowance(limit));
+        REQUIRE(full.remaining == model_allowance(limit));
     }
 }
 
@@ -1169,7 +1170,7 @@ void check_all_or_nothing(FuzzedDataProvider& in, const std::vector<Limit>& limi
             tier.engine = static_cast<Engine>(in.ConsumeIntegralInRange<int>(0, 2));
             tier.enforced = in.ConsumeIntegralInRange<int>(0, 4) != 0;
             tier.limit = limits[in.ConsumeIntegralInRange<std::size_t>(0, limits.size() - 1)];
-            most = std::min(most, allowance(tier.limit));
+            most = std::min(most, model_allowance(tier.limit));
             int key = in.ConsumeIntegralInRange<int>(0, 5);
             for (std::size_t j = 0; j < i; ++j) {
                 if (tiers[j].engine == tier.engine && keys[j] == key) {
