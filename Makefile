@@ -35,6 +35,7 @@ PG_OBJS = \
 	src/pg/clock.o \
 	src/pg/denial_queue.o \
 	src/pg/drop_in_rules.o \
+	src/pg/endpoint_limits.o \
 	src/pg/guard.o \
 	src/pg/jwt_caller.o \
 	src/pg/key_state_table.o \
@@ -50,14 +51,13 @@ PG_OBJS = \
 	src/pg/policy_counters.o \
 	src/pg/policy_http.o \
 	src/pg/pre_request.o \
-	src/pg/rate_limit_buckets.o \
-	src/pg/rate_limits.o \
 	src/pg/reservations.o \
 	src/pg/result_row.o \
 	src/pg/router_routing.o \
-	src/pg/rpc_rate_limits.o \
+	src/pg/rpc_limits.o \
 	src/pg/settings.o \
 	src/pg/shared_region.o \
+	src/pg/sliding_window_limits.o \
 	src/pg/spi_statement.o \
 	src/pg/state_engines.o \
 	src/pg/subject_hash.o

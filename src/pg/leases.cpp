@@ -16,7 +16,7 @@
 #include "pg/lwlock_scope.hpp"
 #include "pg/memory_engine.hpp"
 #include "pg/policy_cache.hpp"
-#include "pg/policy_call.hpp"
+#include "pg/policy_api.hpp"
 #include "pg/postgres.hpp"
 #include "pg/result_row.hpp"
 #include "pg/settings.hpp"
