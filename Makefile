@@ -35,6 +35,7 @@ PG_OBJS = \
 	src/pg/clock.o \
 	src/pg/denial_queue.o \
 	src/pg/drop_in_rules.o \
+	src/pg/endpoint_limits.o \
 	src/pg/guard.o \
 	src/pg/jwt_caller.o \
 	src/pg/key_state_table.o \
@@ -50,13 +51,13 @@ PG_OBJS = \
 	src/pg/policy_counters.o \
 	src/pg/policy_http.o \
 	src/pg/pre_request.o \
-	src/pg/rate_limit_buckets.o \
-	src/pg/rate_limits.o \
 	src/pg/reservations.o \
 	src/pg/result_row.o \
 	src/pg/router_routing.o \
-	src/pg/rpc_rate_limits.o \
+	src/pg/rpc_limits.o \
+	src/pg/settings.o \
 	src/pg/shared_region.o \
+	src/pg/sliding_window_limits.o \
 	src/pg/spi_statement.o \
 	src/pg/state_engines.o \
 	src/pg/subject_hash.o
@@ -127,6 +128,11 @@ include $(PGXS)
 
 -include $(OBJS:.o=.d)
 
+# PGXS treats every target as secondary (.SECONDARY:), so an object added to the lists above
+# would never be built while the library is newer than the objects that exist: a change to
+# this file links the library again, and that builds what is missing first.
+$(shlib): Makefile
+
 build/ratelimit--$(EXTVERSION).sql: $(INSTALL_SOURCES) ratelimit.control
 	@mkdir -p build
 	{ printf '%s\n' '\echo Use "CREATE EXTENSION ratelimit" to load this file. \quit'; \
@@ -196,8 +202,16 @@ fuzz-run: test/fuzz/decision_fuzzer
 		-artifact_prefix=$(FUZZ_WORK)/ $(FUZZ_WORK) test/fuzz/corpus
 
 .PHONY: format-check
-format-check:
+format-check: layout-check
 	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp test/fuzz/*.cpp)
+
+# The rules of the rooms that a grep can check (CONTRIBUTING.md, "Layers and their rooms"): the
+# core includes no PostgreSQL header; PG_VERSION_NUM is tested only in src/pg/compat.hpp; every
+# setting is defined in src/pg/settings.cpp; only src/pg/shared_region.cpp installs a
+# shared-memory hook.
+.PHONY: layout-check
+layout-check:
+	@bash scripts/check-layout.sh
 
 # The source archive for PGXN and for packagers: what git holds at HEAD (uncommitted changes are
 # not in it), as dist/ratelimit-<version>.zip. META.json (PGXN) and debian/changelog must name

@@ -133,7 +133,7 @@ concurrency() {
 # The C++ is laid out by Debian 12's clang-format (14); later releases' (19 in trixie, 21 in
 # forky) place a few constructs differently. The layout is the source's, whatever the server.
 if [ "$major" = 15 ]; then
-    run_suite format "formatting (clang-format)" make -s format-check
+    run_suite format "formatting and the rooms' rules (clang-format, scripts/check-layout.sh)" make -s format-check
 else
     skip_suite format "the layout is checked with Debian 12's clang-format, on 15"
 fi

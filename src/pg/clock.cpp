@@ -4,6 +4,7 @@
 
 #include "pg/compat.hpp"
 #include "pg/guard.hpp"
+#include "pg/settings.hpp"
 #include "ratelimit/instant_text.hpp"
 
 extern "C" {
@@ -22,9 +23,10 @@ constexpr Micros kPostgresEpochInUnixMicros =
 // 9999-12-31 23:59:59.999999 UTC.
 constexpr Micros kLatestTestClock = 253402300799999999LL;
 
-char* test_clock_setting = nullptr;
 bool test_clock_active = false;
 TimestampTz test_clock_value = 0;
+
+}  // namespace
 
 // Parses the setting once, when it is set, so that reading the clock stays free.
 bool check_test_clock(char** newval, void** extra, GucSource) {
@@ -74,16 +76,6 @@ bool check_test_clock(char** newval, void** extra, GucSource) {
 void assign_test_clock(const char*, void* extra) {
     test_clock_active = extra != nullptr;
     test_clock_value = extra != nullptr ? *static_cast<TimestampTz*>(extra) : 0;
-}
-
-}  // namespace
-
-void define_clock_settings() {
-    DefineCustomStringVariable(
-        "ratelimit.test_clock",
-        "Freezes the rate limiter's clock at this timestamp (tests only; empty = real clock).",
-        "Superuser only. Lets tests move time without sleeping.", &test_clock_setting, "",
-        PGC_SUSET, 0, check_test_clock, assign_test_clock, nullptr);
 }
 
 TimestampTz to_timestamptz(Micros unix_micros) {

@@ -7,8 +7,10 @@
 
 namespace ratelimit::pg {
 
-// Registers the ratelimit.test_clock setting; called once from _PG_init.
-void define_clock_settings();
+// The hooks of ratelimit.test_clock (pg/settings.cpp): the value is parsed once, when it is
+// set, so that reading the clock stays free.
+bool check_test_clock(char** newval, void** extra, GucSource source);
+void assign_test_clock(const char* newval, void* extra);
 
 // Now, in core time (microseconds since the Unix epoch).
 Micros clock_now();

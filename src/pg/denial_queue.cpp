@@ -18,6 +18,7 @@
 #include "pg/guard.hpp"
 #include "pg/lwlock_scope.hpp"
 #include "pg/policy_counters.hpp"
+#include "pg/settings.hpp"
 #include "pg/shared_region.hpp"
 
 extern "C" {
@@ -90,20 +91,18 @@ struct QueueHeader {
     pg_atomic_uint64 written;  // rows the writers wrote
 };
 
-int capacity_setting = 1024;
-
 std::size_t header_bytes() {
     return MAXALIGN(sizeof(QueueHeader));
 }
 
 std::size_t queue_bytes() {
-    return header_bytes() + sizeof(Entry) * static_cast<std::size_t>(capacity_setting);
+    return header_bytes() + sizeof(Entry) * static_cast<std::size_t>(setting::denial_queue_size);
 }
 
 void create_queue(void* block) {
     std::memset(block, 0, queue_bytes());
     auto* header = static_cast<QueueHeader*>(block);
-    header->capacity = capacity_setting;
+    header->capacity = setting::denial_queue_size;
     pg_atomic_init_u64(&header->full, 0);
     pg_atomic_init_u64(&header->written, 0);
 }
@@ -321,17 +320,6 @@ DenialQueueStats denial_queue_stats() {
         return queued;
     });
     return stats;
-}
-
-void define_denial_queue_settings() {
-    if (!process_shared_preload_libraries_in_progress)
-        return;  // a PGC_POSTMASTER setting, and no queue to size without preloading
-    DefineCustomIntVariable(
-        "ratelimit.denial_queue_size",
-        "Denials the denial log's queue holds for its writers (2 kB each).",
-        "A denial it cannot hold, when the transaction that denied does not write it, is counted "
-        "in policy_stats.denials_not_logged.",
-        &capacity_setting, 1024, 16, 1048576, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 }
 
 void install_denial_queue() {

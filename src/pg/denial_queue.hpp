@@ -52,9 +52,6 @@ struct DenialQueueStats {
 };
 DenialQueueStats denial_queue_stats();
 
-// ratelimit.denial_queue_size; from _PG_init in every process.
-void define_denial_queue_settings();
-
 // From _PG_init while the library is being preloaded: the queue and its launcher.
 void install_denial_queue();
 

@@ -7,6 +7,7 @@
 #include "pg/memory_engine.hpp"
 #include "pg/policy_cache.hpp"
 #include "pg/result_row.hpp"
+#include "pg/settings.hpp"
 #include "pg/state_engines.hpp"
 #include "ratelimit/identity.hpp"
 
@@ -18,26 +19,8 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-int caller_limits_setting = static_cast<int>(CallerLimits::kIgnore);
-bool require_policy_setting = false;
-
-// ratelimit.dropin_engine: 0 keeps the apps' tables; the others name an engine.
-constexpr int kAppTables = 0;
-int engine_setting = kAppTables;
-
-const config_enum_entry kEngineOptions[] = {
-    {"table", kAppTables, false},
-    {"unlogged", static_cast<int>(Engine::kUnlogged) + 1, false},
-    {"memory", static_cast<int>(Engine::kMemory) + 1, false},
-    {nullptr, 0, false}};
-
 // The counts of the apps' tables are integer columns: they stop at 2^31 - 1.
 constexpr std::int64_t kCountCeiling = 2147483647;
-
-const config_enum_entry kCallerLimitsOptions[] = {
-    {"ignore", static_cast<int>(CallerLimits::kIgnore), false},
-    {"must_match", static_cast<int>(CallerLimits::kMustMatch), false},
-    {nullptr, 0, false}};
 
 // service_role, a superuser or the extension's owner, judged by the session's current role
 // (SET ROLE's, as for the JWT roles) so that a SECURITY DEFINER function in between lends
@@ -76,41 +59,17 @@ DropInLimit drop_in_limit_for(const DropInArguments& arguments, const char* pref
     }
 
     DropInRules rules;
-    rules.caller_limits = static_cast<CallerLimits>(caller_limits_setting);
-    rules.require_policy = require_policy_setting;
+    rules.caller_limits = static_cast<CallerLimits>(setting::dropin_caller_limits);
+    rules.require_policy = setting::dropin_require_policy;
     if (!policy && rules.require_policy)
         rules.trusted_caller = trusted_caller();
     return drop_in_limit(arguments, policy_name, policy, caller_limit, caller_window, rules);
 }
 
-void define_drop_in_settings() {
-    // Superuser only, like ratelimit.jwt_roles: the roles these settings restrain must not be
-    // able to change them.
-    DefineCustomEnumVariable(
-        "ratelimit.dropin_caller_limits",
-        "When a policy exists for a drop-in's name: ignore the caller's limit and window, or "
-        "refuse a call whose values differ (must_match).",
-        nullptr, &caller_limits_setting, static_cast<int>(CallerLimits::kIgnore),
-        kCallerLimitsOptions, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-    DefineCustomBoolVariable(
-        "ratelimit.dropin_require_policy",
-        "Refuses a drop-in call without a policy for its name, except from service_role, "
-        "superusers and the extension's owner.",
-        nullptr, &require_policy_setting, false, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-    // Superuser only too: the API roles whose calls it governs must not move their own counts
-    // to an engine that forgets them (unlogged after a crash) or back.
-    DefineCustomEnumVariable(
-        "ratelimit.dropin_engine",
-        "Where the drop-in functions keep their counts: the apps' own tables (table), or the "
-        "unlogged or memory engine.",
-        "On unlogged or memory the apps' tables are not written; the decisions are the same.",
-        &engine_setting, kAppTables, kEngineOptions, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-}
-
 std::optional<Engine> drop_in_engine() {
-    if (engine_setting == kAppTables)
+    if (setting::dropin_engine == kDropInAppTables)
         return std::nullopt;
-    const auto engine = static_cast<Engine>(engine_setting - 1);
+    const auto engine = static_cast<Engine>(setting::dropin_engine - 1);
     if (engine == Engine::kMemory)
         require_memory_engine("ratelimit.dropin_engine = memory",
                               "set ratelimit.dropin_engine to table or unlogged");

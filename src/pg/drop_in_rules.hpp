@@ -20,10 +20,6 @@ namespace ratelimit::pg {
 DropInLimit drop_in_limit_for(const DropInArguments& arguments, const char* prefix, Datum name,
                               std::int64_t caller_limit, std::int64_t caller_window);
 
-// Declares ratelimit.dropin_caller_limits, ratelimit.dropin_require_policy and
-// ratelimit.dropin_engine.
-void define_drop_in_settings();
-
 // ---- the drop-ins on the engines (ratelimit.dropin_engine) ----------------------------------
 
 // The engine ratelimit.dropin_engine names; nullopt for `table`, the apps' own tables.

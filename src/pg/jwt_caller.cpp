@@ -4,6 +4,7 @@
 
 #include "pg/compat.hpp"
 #include "pg/guard.hpp"
+#include "pg/settings.hpp"
 
 extern "C" {
 #include "common/jsonapi.h"
@@ -13,9 +14,6 @@ extern "C" {
 }
 
 namespace ratelimit::pg {
-namespace {
-
-char* jwt_roles_setting = nullptr;
 
 // A list of role names, as search_path is written.
 bool check_jwt_roles(char** newval, void**, GucSource) {
@@ -28,6 +26,8 @@ bool check_jwt_roles(char** newval, void**, GucSource) {
         GUC_check_errdetail("ratelimit.jwt_roles must be a comma-separated list of role names.");
     return ok;
 }
+
+namespace {
 
 // What the parser's callbacks collect: plain values only (they run inside call_postgres()).
 struct ClaimsScan {
@@ -263,7 +263,7 @@ bool in_jwt_role() {
     bool found = false;
     call_postgres([&] {
         const char* role = GetUserNameFromId(GetOuterUserId(), true);
-        char* copy = pstrdup(jwt_roles_setting != nullptr ? jwt_roles_setting : "");
+        char* copy = pstrdup(setting::jwt_roles != nullptr ? setting::jwt_roles : "");
         List* names = nullptr;
         // The list was checked when set; a role that no longer exists simply never matches.
         if (role != nullptr && SplitIdentifierString(copy, ',', &names)) {
@@ -301,15 +301,6 @@ Datum jwt_caller_body(FunctionCallInfo fcinfo) {
         result = UUIDPGetDatum(uuid);
     });
     return result;
-}
-
-void define_jwt_settings() {
-    // Superuser only: a role that could change it could leave the JWT roles.
-    DefineCustomStringVariable(
-        "ratelimit.jwt_roles",
-        "Roles PostgREST switches to for a request: without a JWT sub they may act on no user id.",
-        "A comma-separated list of role names.", &jwt_roles_setting, "anon,authenticated",
-        PGC_SUSET, GUC_LIST_INPUT, check_jwt_roles, nullptr, nullptr);
 }
 
 }  // namespace ratelimit::pg

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "pg/postgres.hpp"
 #include "ratelimit/identity.hpp"
 
 namespace ratelimit::pg {
@@ -30,7 +31,7 @@ bool in_jwt_role();
 // The caller as require_may_act_on (ratelimit/identity.hpp) judges it.
 UserIdCaller user_id_caller();
 
-// Declares ratelimit.jwt_roles.
-void define_jwt_settings();
+// The check hook of ratelimit.jwt_roles (pg/settings.cpp): a list of role names.
+bool check_jwt_roles(char** newval, void** extra, GucSource source);
 
 }  // namespace ratelimit::pg

@@ -16,9 +16,10 @@
 #include "pg/lwlock_scope.hpp"
 #include "pg/memory_engine.hpp"
 #include "pg/policy_cache.hpp"
-#include "pg/policy_call.hpp"
+#include "pg/policy_api.hpp"
 #include "pg/postgres.hpp"
 #include "pg/result_row.hpp"
+#include "pg/settings.hpp"
 #include "pg/shared_region.hpp"
 #include "pg/state_engines.hpp"
 #include "ratelimit/algorithms.hpp"
@@ -42,14 +43,12 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-int capacity_setting = 10000;
-
 std::size_t table_bytes() {
-    return LeaseTable::bytes_needed(capacity_setting);
+    return LeaseTable::bytes_needed(setting::lease_capacity);
 }
 
 void create_table(void* block) {
-    LeaseTable::create(block, capacity_setting);
+    LeaseTable::create(block, setting::lease_capacity);
 }
 
 // After a crash the postmaster makes shared memory anew: no lease survives its holders.
@@ -230,7 +229,7 @@ LeaseAnswer take_lease(const KeyHash& hash, std::int64_t limit, std::int64_t cos
                              session_token, bits, owner);
     });
     if (answer.table_full) {
-        const int capacity = capacity_setting;
+        const int capacity = setting::lease_capacity;
         call_postgres([&] {
             ereport(ERROR,
                     (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("ratelimit: no room for another lease"),
@@ -542,19 +541,6 @@ Datum lease_decision_body(FunctionCallInfo fcinfo) {
 }
 
 }  // namespace
-
-void define_lease_settings() {
-    if (!process_shared_preload_libraries_in_progress)
-        return;
-    DefineCustomIntVariable(
-        "ratelimit.lease_capacity",
-        "Leases (ratelimit.acquire) that can be held at once, over all keys (56 bytes of "
-        "shared memory each).",
-        "They are spread over 64 partitions by key; an acquire finding its partition full "
-        "fails with SQLSTATE 53200.",
-        &capacity_setting, 10000, static_cast<int>(kMinLeaseCapacity),
-        static_cast<int>(kMaxLeaseCapacity), PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-}
 
 void install_leases() {
     region.install();

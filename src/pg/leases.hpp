@@ -6,9 +6,6 @@
 
 namespace ratelimit::pg {
 
-// ratelimit.lease_capacity; defined while the library is preloaded (it sizes shared memory).
-void define_lease_settings();
-
 // Requests the lease table's shared memory; called while shared_preload_libraries loads.
 void install_leases();
 

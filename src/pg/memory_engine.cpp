@@ -48,6 +48,8 @@
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
 #include "pg/lwlock_scope.hpp"
+#include "pg/settings.hpp"
+#include "pg/shared_region.hpp"
 
 extern "C" {
 #include "catalog/pg_control.h"
@@ -56,7 +58,6 @@ extern "C" {
 #include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
-#include "storage/shmem.h"
 }
 
 namespace ratelimit::pg {
@@ -87,30 +88,11 @@ struct FileHeader {
     std::uint32_t reserved;
 };
 
-enum WhenFull { kWhenFullDeny, kWhenFullError, kWhenFullEvict };
-const config_enum_entry kWhenFullOptions[] = {
-    {"deny", kWhenFullDeny, false},
-    {"error", kWhenFullError, false},
-    {"evict", kWhenFullEvict, false},
-    {nullptr, 0, false},
-};
-
-int capacity_setting = 100000;
-int log_blocks_setting = -1;
-int expire_interval_setting = 60;
-int snapshot_interval_setting = 0;
-int when_full_setting = kWhenFullDeny;
-int database_share_setting = 100;
-
 // A pressure WARNING at most this often.
 constexpr TimestampTz kPressureWarningInterval = 60 * USECS_PER_SEC;
 
-shmem_request_hook_type previous_shmem_request_hook = nullptr;
-shmem_startup_hook_type previous_shmem_startup_hook = nullptr;
-
-// In shared memory: the partition locks, then the store's block.
+// The region's table: this header, then the store's block.
 struct SharedState {
-    LWLockPadded* locks;
     std::int64_t store_bytes;
     // The last pressure WARNING (0: none yet), and the refusals and evictions counted then.
     pg_atomic_uint64 warned_at;
@@ -118,18 +100,25 @@ struct SharedState {
     pg_atomic_uint64 evictions_warned;
 };
 
-// Set in the postmaster by the startup hook and inherited by every process it forks; null
+// Set in the postmaster when its region starts and inherited by every process it forks; null
 // when the library was not preloaded.
 SharedState* shared = nullptr;
 
+std::size_t table_bytes();
+void create_table(void* block);
+void started(void* block, bool created);
+
+SharedRegion region(kTrancheName, kMemoryPartitions, "memory engine keys", table_bytes,
+                    create_table, started);
+
 std::int64_t log_blocks() {
-    return log_blocks_setting < 0 ? default_memory_log_blocks(capacity_setting)
-                                  : log_blocks_setting;
+    return setting::memory_log_blocks < 0 ? default_memory_log_blocks(setting::memory_capacity)
+                                          : setting::memory_log_blocks;
 }
 
-std::size_t shared_size() {
+std::size_t table_bytes() {
     return MAXALIGN(sizeof(SharedState)) +
-           MemoryStore::bytes_needed(capacity_setting, log_blocks());
+           MemoryStore::bytes_needed(setting::memory_capacity, log_blocks());
 }
 
 void* store_block() {
@@ -137,14 +126,7 @@ void* store_block() {
 }
 
 LWLock* partition_lock(int partition) {
-    return &shared->locks[partition].lock;
-}
-
-void request_shared_memory() {
-    if (previous_shmem_request_hook != nullptr)
-        previous_shmem_request_hook();
-    RequestAddinShmemSpace(shared_size());
-    RequestNamedLWLockTranche(kTrancheName, kMemoryPartitions);
+    return region.lock(partition);
 }
 
 HashSecret fresh_secret() {
@@ -196,7 +178,7 @@ void load_state_file() {
                                  kStateFile)));
         return;
     }
-    if (snapshot_interval_setting == 0 && !stopped_cleanly()) {
+    if (setting::memory_snapshot_interval == 0 && !stopped_cleanly()) {
         if (unlink(kStateFile) == 0)
             ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly and snapshots are "
                                  "off: the memory engine starts empty")));
@@ -244,7 +226,7 @@ void load_state_file() {
     }
     // The keys were hashed with the saved secret: the store must keep using it.
     MemoryStore store =
-        MemoryStore::create(store_block(), capacity_setting, log_blocks(), header.secret);
+        MemoryStore::create(store_block(), setting::memory_capacity, log_blocks(), header.secret);
     const Micros now = clock_now();
     std::int64_t restored = 0;
     if (fseeko(file, static_cast<off_t>(sizeof header), SEEK_SET) == 0) {
@@ -256,7 +238,7 @@ void load_state_file() {
         }
     }
     FreeFile(file);
-    if (snapshot_interval_setting == 0)
+    if (setting::memory_snapshot_interval == 0)
         unlink(kStateFile);
     ereport(LOG, (errmsg("ratelimit: memory engine restored %lld of %lld saved keys",
                          static_cast<long long>(restored), static_cast<long long>(header.count))));
@@ -271,24 +253,24 @@ void save_at_shutdown(int code, Datum) {
     memory_save();
 }
 
-void start_shared_memory() {
-    if (previous_shmem_startup_hook != nullptr)
-        previous_shmem_startup_hook();
-    bool found = false;
-    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    shared = static_cast<SharedState*>(ShmemInitStruct(kTrancheName, shared_size(), &found));
-    if (!found) {
-        shared->locks = GetNamedLWLockTranche(kTrancheName);
-        shared->store_bytes = static_cast<std::int64_t>(shared_size());
-        pg_atomic_init_u64(&shared->warned_at, 0);
-        pg_atomic_init_u64(&shared->refusals_warned, 0);
-        pg_atomic_init_u64(&shared->evictions_warned, 0);
-        MemoryStore::create(store_block(), capacity_setting, log_blocks(), fresh_secret());
-    }
-    LWLockRelease(AddinShmemInitLock);
+// Lays out an empty store, in the postmaster, under the region's setup lock.
+void create_table(void* block) {
+    auto* state = static_cast<SharedState*>(block);
+    state->store_bytes = static_cast<std::int64_t>(region.bytes());
+    pg_atomic_init_u64(&state->warned_at, 0);
+    pg_atomic_init_u64(&state->refusals_warned, 0);
+    pg_atomic_init_u64(&state->evictions_warned, 0);
+    MemoryStore::create(reinterpret_cast<char*>(block) + MAXALIGN(sizeof(SharedState)),
+                        setting::memory_capacity, log_blocks(), fresh_secret());
+}
+
+// Once the store is there: the postmaster saves it at shutdown, and fills a store it has just
+// made from the file of the last clean shutdown or snapshot.
+void started(void* block, bool created) {
+    shared = static_cast<SharedState*>(block);
     if (!IsUnderPostmaster) {
         on_shmem_exit(save_at_shutdown, 0);
-        if (!found)
+        if (created)
             load_state_file();
     }
 }
@@ -332,10 +314,11 @@ Tenant current_tenant() {
         database = MemoryStore::attach(store_block()).database_index(MyDatabaseId);
     Tenant tenant;
     tenant.database = database;
-    if (database_share_setting < 100)
-        tenant.share = std::max<std::int64_t>(
-            1, static_cast<std::int64_t>(capacity_setting) * database_share_setting / 100);
-    tenant.evict = when_full_setting == kWhenFullEvict;
+    if (setting::memory_database_share < 100)
+        tenant.share =
+            std::max<std::int64_t>(1, static_cast<std::int64_t>(setting::memory_capacity) *
+                                          setting::memory_database_share / 100);
+    tenant.evict = setting::memory_when_full == kWhenFullEvict;
     return tenant;
 }
 
@@ -388,9 +371,9 @@ void after_pressure(const RoomReport& room) {
         const auto new_evictions =
             static_cast<long long>(evictions - static_cast<std::int64_t>(pg_atomic_exchange_u64(
                                                    &shared->evictions_warned, evictions)));
-        const char* setting = shortage_setting(room.shortage);
+        const char* to_raise = shortage_setting(room.shortage);
         const char* why = shortage_text(room.shortage);
-        const int capacity = capacity_setting;
+        const int capacity = setting::memory_capacity;
         call_postgres([&] {
             ereport(WARNING,
                     (errmsg("ratelimit: the memory engine is full: %lld calls refused and %lld "
@@ -399,18 +382,18 @@ void after_pressure(const RoomReport& room) {
                      errdetail("%s; ratelimit.memory_when_full decides what happens then.", why),
                      errhint("Raise %s (ratelimit.memory_capacity is %d keys), or see "
                              "ratelimit.memory_stats_by_database() for who holds the keys.",
-                             setting, capacity)));
+                             to_raise, capacity)));
         });
     }
-    if (room.refused && when_full_setting == kWhenFullError) {
-        const char* setting = shortage_setting(room.shortage);
+    if (room.refused && setting::memory_when_full == kWhenFullError) {
+        const char* to_raise = shortage_setting(room.shortage);
         const char* why = shortage_text(room.shortage);
         call_postgres([&] {
             ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                             errmsg("ratelimit: the memory engine has no room for a new key"),
                             errdetail("%s, and ratelimit.memory_when_full is error.", why),
                             errhint("Raise %s, or set ratelimit.memory_when_full to deny or evict.",
-                                    setting)));
+                                    to_raise)));
         });
     }
 }
@@ -426,58 +409,8 @@ auto with_partition(int partition, LWLockMode mode, Work&& work) {
 
 }  // namespace
 
-void define_memory_settings() {
-    // A PGC_POSTMASTER setting can only be defined while the postmaster loads the library;
-    // without preloading there is no store to size.
-    if (process_shared_preload_libraries_in_progress) {
-        DefineCustomIntVariable(
-            "ratelimit.memory_capacity",
-            "Keys the memory engine can track at once (about 124 bytes of shared memory each).",
-            "A full store frees expired keys first; then ratelimit.memory_when_full decides.",
-            &capacity_setting, 100000, static_cast<int>(kMinMemoryCapacity),
-            static_cast<int>(kMaxMemoryCapacity), PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-        DefineCustomIntVariable(
-            "ratelimit.memory_log_blocks",
-            "Blocks for sliding_window logs longer than a slot holds (1 kB each; -1: one per "
-            "32 keys of ratelimit.memory_capacity, at least 1024).",
-            "A key whose log needs a block when none is free is treated as a new key in a full "
-            "store (ratelimit.memory_when_full).",
-            &log_blocks_setting, -1, -1, static_cast<int>(kMaxMemoryLogBlocks), PGC_POSTMASTER, 0,
-            nullptr, nullptr, nullptr);
-    }
-    DefineCustomIntVariable(
-        "ratelimit.memory_expire_interval",
-        "How often the memory engine's worker frees the keys whose state has expired.", nullptr,
-        &expire_interval_setting, 60, 1, 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
-    DefineCustomIntVariable(
-        "ratelimit.memory_snapshot_interval",
-        "How often the memory engine's worker saves the store to disk (0 = only at shutdown).",
-        "A crash loses at most this much of the memory engine's state.", &snapshot_interval_setting,
-        0, 0, 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
-    // Superuser-set, so that ALTER DATABASE and ALTER ROLE can choose it and the callers it
-    // limits cannot.
-    DefineCustomEnumVariable(
-        "ratelimit.memory_when_full",
-        "What the memory engine does with a new key when there is no room for it: deny, error "
-        "or evict.",
-        "deny: the call is denied and nothing is stored; error: the call fails (SQLSTATE "
-        "53200); evict: the least recently used of 64 keys of the same database is forgotten. Keys "
-        "that have expired are always reclaimed first.",
-        &when_full_setting, kWhenFullDeny, kWhenFullOptions, PGC_SUSET, 0, nullptr, nullptr,
-        nullptr);
-    DefineCustomIntVariable(
-        "ratelimit.memory_database_share",
-        "The percentage of ratelimit.memory_capacity one database's keys may hold.",
-        "A database at its share is treated as a full store for its new keys "
-        "(ratelimit.memory_when_full).",
-        &database_share_setting, 100, 1, 100, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
-}
-
 void install_memory_engine() {
-    previous_shmem_request_hook = shmem_request_hook;
-    shmem_request_hook = request_shared_memory;
-    previous_shmem_startup_hook = shmem_startup_hook;
-    shmem_startup_hook = start_shared_memory;
+    region.install();
     register_memory_worker();
 }
 
@@ -639,14 +572,14 @@ Micros memory_block(const MemoryKey& key, Micros until, Micros now) {
     if (blocked < 0) {
         // Blocking is an administrator's act: with deny too, a block that cannot be stored is
         // an error rather than a silent no-op.
-        const char* setting = shortage_setting(room.shortage);
+        const char* to_raise = shortage_setting(room.shortage);
         const char* why = shortage_text(room.shortage);
         call_postgres([&] {
             ereport(ERROR,
                     (errcode(ERRCODE_OUT_OF_MEMORY),
                      errmsg("ratelimit: the memory engine has no room to block a new key"),
                      errdetail("%s.", why),
-                     errhint("Raise %s, or set ratelimit.memory_when_full to evict.", setting)));
+                     errhint("Raise %s, or set ratelimit.memory_when_full to evict.", to_raise)));
         });
     }
     return blocked;
@@ -750,7 +683,8 @@ int memory_database_stats(MemoryDatabaseStats* rows, std::int64_t* share_limit) 
         if (row.oid != 0 || row.entries != 0 || row.refusals != 0 || row.evictions != 0)
             rows[count++] = row;
     }
-    *share_limit = static_cast<std::int64_t>(capacity_setting) * database_share_setting / 100;
+    *share_limit =
+        static_cast<std::int64_t>(setting::memory_capacity) * setting::memory_database_share / 100;
     return count;
 }
 
@@ -830,11 +764,11 @@ bool memory_save() {
 }
 
 int memory_expire_interval_seconds() {
-    return expire_interval_setting;
+    return setting::memory_expire_interval;
 }
 
 int memory_snapshot_interval_seconds() {
-    return snapshot_interval_setting;
+    return setting::memory_snapshot_interval;
 }
 
 }  // namespace ratelimit::pg

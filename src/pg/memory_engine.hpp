@@ -1,5 +1,5 @@
 // The memory engine inside the server: the core's MemoryStore (ratelimit/memory_store.hpp) in
-// shared memory, its locks, its settings, and saving it across restarts. Only available when
+// shared memory (a SharedRegion), its locks, and saving it across restarts. Only available when
 // the library is in shared_preload_libraries; every call otherwise is an error saying so.
 #pragma once
 
@@ -13,9 +13,6 @@
 #include "ratelimit/memory_store.hpp"
 
 namespace ratelimit::pg {
-
-// Registers the ratelimit.memory_* settings; called from _PG_init in every process.
-void define_memory_settings();
 
 // Requests the shared memory and locks and registers the worker; called from _PG_init only
 // while shared_preload_libraries is being processed.

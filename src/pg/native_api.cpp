@@ -3,6 +3,8 @@
 // checked in the core (one place, one message per argument) before any state is touched; the
 // decision itself is the core's; this file only moves a key's state between its engine and the core
 // (src/pg/key_state_table.hpp and src/pg/memory_engine.cpp say how each stays exact).
+#include "pg/native_api.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -15,7 +17,6 @@
 #include "pg/guard.hpp"
 #include "pg/key_state_table.hpp"
 #include "pg/memory_engine.hpp"
-#include "pg/native_call.hpp"
 #include "pg/postgres.hpp"
 #include "pg/result_row.hpp"
 #include "pg/state_engines.hpp"
@@ -540,7 +541,7 @@ Datum memory_stats_body(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
-// ---- the consume path for reservations (pg/native_call.hpp) ----
+// ---- the consume path for reservations (pg/native_api.hpp) ----
 
 Decision native_call(FunctionCallInfo fcinfo, Action action, const char* function_name,
                      NativeCall* out) {

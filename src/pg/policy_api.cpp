@@ -3,6 +3,8 @@
 // arguments, checked; the policy rows, from this backend's exact cache (policy_cache.hpp); the
 // plan and the answer, from the core (ratelimit/policy.hpp); the keys, decided as one through
 // the engines (state_engines.hpp), each policy's subjects in a namespace of their own.
+#include "pg/policy_api.hpp"
+
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -19,7 +21,6 @@
 #include "pg/memory_engine.hpp"
 #include "pg/policy_cache.hpp"
 #include "pg/policy_counters.hpp"
-#include "pg/policy_call.hpp"
 #include "pg/policy_http.hpp"
 #include "pg/spi_statement.hpp"
 #include "pg/state_engines.hpp"
@@ -205,7 +206,7 @@ struct PolicyCall {
     std::vector<std::unique_ptr<PolicyRule>> calendar_rules;
 };
 
-// A concurrency policy (pg/policy_call.hpp) is decided by leases only: a call that would count
+// A concurrency policy (pg/policy_api.hpp) is decided by leases only: a call that would count
 // it as a rate is refused before anything is charged, and acquire_policy takes nothing else.
 void require_policy_kind(const PolicyRule& rule, const ArgumentNames& names, int i);
 
@@ -1089,7 +1090,7 @@ Datum check_many_arguments_body(FunctionCallInfo fcinfo) {
     return static_cast<Datum>(0);
 }
 
-// ---- concurrency policies, and one policy for one subject (pg/policy_call.hpp) ----------------
+// ---- concurrency policies, and one policy for one subject (pg/policy_api.hpp) ----------------
 
 ArgumentError not_a_concurrency_policy(const std::string& argument, const PolicyRule& rule) {
     return ArgumentError(ErrorKind::kInvalidArgument, argument,

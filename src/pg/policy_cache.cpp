@@ -9,7 +9,7 @@
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
 #include "pg/key_state_table.hpp"
-#include "pg/policy_call.hpp"
+#include "pg/policy_api.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/validation.hpp"
 

@@ -33,6 +33,7 @@
 #include "pg/lwlock_scope.hpp"
 #include "pg/policy_cache.hpp"
 #include "pg/result_row.hpp"
+#include "pg/settings.hpp"
 #include "pg/shared_region.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/offender_table.hpp"
@@ -91,18 +92,13 @@ struct CounterTable {
 constexpr int kNamingLock = 0;
 constexpr int kOffendersLock = 1;
 
-int capacity_setting = 4096;
-int database_share_setting = 50;
-int denial_log_size_setting = 10000;
-double near_limit_ratio_setting = 0.8;
-double denial_log_sample_rate_setting = 1.0;
-
 std::size_t header_bytes() {
     return MAXALIGN(sizeof(CounterTable));
 }
 
 std::size_t table_bytes() {
-    return header_bytes() + sizeof(PolicyCounter) * static_cast<std::size_t>(capacity_setting);
+    return header_bytes() +
+           sizeof(PolicyCounter) * static_cast<std::size_t>(setting::policy_counters);
 }
 
 void init_counts(Counts& counts) {
@@ -124,9 +120,9 @@ void zero_counts(Counts& counts) {
 void create_table(void* block) {
     std::memset(block, 0, table_bytes());
     auto* table = static_cast<CounterTable*>(block);
-    table->capacity = capacity_setting;
+    table->capacity = setting::policy_counters;
     auto* counters = reinterpret_cast<PolicyCounter*>(static_cast<char*>(block) + header_bytes());
-    for (int i = 0; i < capacity_setting; ++i) {
+    for (int i = 0; i < setting::policy_counters; ++i) {
         pg_atomic_init_u32(&counters[i].state, kFree);
         init_counts(counters[i].counts);
     }
@@ -180,8 +176,8 @@ int held_by(Oid database) {
 }
 
 int database_share() {
-    return std::max(
-        1, static_cast<int>(static_cast<std::int64_t>(capacity()) * database_share_setting / 100));
+    return std::max(1, static_cast<int>(static_cast<std::int64_t>(capacity()) *
+                                        setting::policy_counters_database_share / 100));
 }
 
 // Finds or names the counter of (database, name) under the naming lock; null when the
@@ -472,7 +468,7 @@ std::int64_t uncounted_elsewhere() {
 }
 
 double near_limit_ratio() {
-    return near_limit_ratio_setting;
+    return setting::near_limit_ratio;
 }
 
 namespace {
@@ -630,41 +626,11 @@ Datum reset_policy_stats_body(FunctionCallInfo) {
 }  // namespace
 
 int denial_log_size() {
-    return denial_log_size_setting;
+    return setting::denial_log_size;
 }
 
 double denial_log_sample_rate() {
-    return denial_log_sample_rate_setting;
-}
-
-void define_policy_settings() {
-    // A PGC_POSTMASTER setting can only be defined while the postmaster loads the library;
-    // without preloading there are no counters to size.
-    if (process_shared_preload_libraries_in_progress)
-        DefineCustomIntVariable(
-            "ratelimit.policy_counters",
-            "Per-policy counters (policy_stats, metrics()) the server keeps, for all databases.",
-            "Each (database, policy) pair takes one from its first call until "
-            "reset_policy_stats, or until its policy or database is gone and the room is needed.",
-            &capacity_setting, 4096, 64, 1048576, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-    DefineCustomIntVariable(
-        "ratelimit.policy_counters_database_share",
-        "Percent of ratelimit.policy_counters that one database's policies may hold.", nullptr,
-        &database_share_setting, 50, 1, 100, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
-    DefineCustomIntVariable(
-        "ratelimit.denial_log_size",
-        "Rows the denial log keeps: a ring, the newest denial overwriting the oldest.", nullptr,
-        &denial_log_size_setting, 10000, 0, 10000000, PGC_SUSET, 0, nullptr, nullptr, nullptr);
-    DefineCustomRealVariable(
-        "ratelimit.denial_log_sample_rate",
-        "Fraction of the denials of policies with log_denials that the denial log records.",
-        nullptr, &denial_log_sample_rate_setting, 1.0, 0.0, 1.0, PGC_SUSET, 0, nullptr, nullptr,
-        nullptr);
-    DefineCustomRealVariable(
-        "ratelimit.near_limit_ratio",
-        "An allowed charge counts as near the limit when it leaves more than this fraction of "
-        "the limit used (policy_stats.near_limit, ratelimit.metrics()).",
-        nullptr, &near_limit_ratio_setting, 0.8, 0.0, 1.0, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+    return setting::denial_log_sample_rate;
 }
 
 void install_policy_counters() {

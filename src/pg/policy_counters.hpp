@@ -17,10 +17,6 @@ extern "C" {
 
 namespace ratelimit::pg {
 
-// Registers the counters' settings (ratelimit.policy_counters, its database share) and the
-// denial log's; called from _PG_init in every process.
-void define_policy_settings();
-
 // Requests the shared memory and locks; called from _PG_init only while
 // shared_preload_libraries is being processed.
 void install_policy_counters();

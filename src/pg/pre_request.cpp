@@ -26,6 +26,7 @@
 #include "pg/jwt_caller.hpp"
 #include "pg/policy_cache.hpp"
 #include "pg/postgres.hpp"
+#include "pg/settings.hpp"
 #include "pg/spi_statement.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/http_fields.hpp"
@@ -48,8 +49,6 @@ extern "C" {
 
 namespace ratelimit::pg {
 namespace {
-
-char* client_ip_header_setting = nullptr;
 
 // The routes in id order. Read per request: the table is small, and an edit applies to the
 // next request.
@@ -427,7 +426,7 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
         request.user = subject->text;
     std::optional<ClientAddress> ip;
     const std::string header_name =
-        client_ip_header_setting != nullptr ? client_ip_header_setting : "";
+        setting::client_ip_header != nullptr ? setting::client_ip_header : "";
     if (const std::optional<std::string> forwarded =
             request_header(request_setting("request.headers"), header_name)) {
         ip = client_address(first_forwarded_hop(*forwarded));
@@ -449,7 +448,9 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
     return static_cast<Datum>(0);
 }
 
-bool check_header_name(char** newval, void**, GucSource) {
+}  // namespace
+
+bool check_client_ip_header(char** newval, void**, GucSource) {
     for (const char* c = *newval; *c != '\0'; ++c) {
         const bool ok =
             (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_';
@@ -461,18 +462,6 @@ bool check_header_name(char** newval, void**, GucSource) {
         }
     }
     return true;
-}
-
-}  // namespace
-
-void define_pre_request_settings() {
-    DefineCustomStringVariable(
-        "ratelimit.client_ip_header",
-        "The request header whose first address ratelimit.pre_request() counts a client by.",
-        "Lower case, as PostgREST publishes request.headers; empty: no address (routes keyed by "
-        "ip count every request as ip:unknown).",
-        &client_ip_header_setting, "x-forwarded-for", PGC_SUSET, 0, check_header_name, nullptr,
-        nullptr);
 }
 
 }  // namespace ratelimit::pg

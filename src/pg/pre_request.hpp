@@ -1,9 +1,11 @@
 // ratelimit.pre_request(), PostgREST's db-pre-request hook (src/pg/pre_request.cpp).
 #pragma once
 
+#include "pg/postgres.hpp"
+
 namespace ratelimit::pg {
 
-// Registers ratelimit.client_ip_header; called from _PG_init in every process.
-void define_pre_request_settings();
+// The check hook of ratelimit.client_ip_header (pg/settings.cpp): a header name in lower case.
+bool check_client_ip_header(char** newval, void** extra, GucSource source);
 
 }  // namespace ratelimit::pg

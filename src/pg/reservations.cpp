@@ -12,11 +12,12 @@
 #include "pg/clock.hpp"
 #include "pg/guard.hpp"
 #include "pg/lwlock_scope.hpp"
-#include "pg/native_call.hpp"
+#include "pg/native_api.hpp"
 #include "pg/policy_cache.hpp"
-#include "pg/policy_call.hpp"
+#include "pg/policy_api.hpp"
 #include "pg/postgres.hpp"
 #include "pg/result_row.hpp"
+#include "pg/settings.hpp"
 #include "pg/shared_region.hpp"
 #include "pg/state_engines.hpp"
 #include "ratelimit/error.hpp"
@@ -39,14 +40,12 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-int capacity_setting = 10000;
-
 std::size_t table_bytes() {
-    return ReservationTable::bytes_needed(capacity_setting);
+    return ReservationTable::bytes_needed(setting::reservation_capacity);
 }
 
 void create_table(void* block) {
-    ReservationTable::create(block, capacity_setting);
+    ReservationTable::create(block, setting::reservation_capacity);
 }
 
 // A restart (or a crash) makes shared memory anew: open reservations are forgotten, which
@@ -209,7 +208,7 @@ std::uint64_t take_slot(Micros now) {
             return id;
         }
     }
-    const int capacity = capacity_setting;
+    const int capacity = setting::reservation_capacity;
     call_postgres([&] {
         ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
                         errmsg("ratelimit: no room for another reservation"),
@@ -473,20 +472,6 @@ Datum cancel_body(FunctionCallInfo fcinfo) {
 }
 
 }  // namespace
-
-void define_reservation_settings() {
-    if (!process_shared_preload_libraries_in_progress)
-        return;
-    DefineCustomIntVariable(
-        "ratelimit.reservation_capacity",
-        "Reservations (ratelimit.reserve, reserve_policy) that can be open at once, over all keys "
-        "(440 bytes "
-        "of shared memory each).",
-        "A reserve finding every slot held fails with SQLSTATE 53200; an expired reservation's "
-        "slot is taken again.",
-        &capacity_setting, 10000, static_cast<int>(kMinReservationCapacity),
-        static_cast<int>(kMaxReservationCapacity), PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-}
 
 void install_reservations() {
     region.install();

@@ -11,10 +11,6 @@
 
 namespace ratelimit::pg {
 
-// ratelimit.reservation_capacity; defined while the library is preloaded (it sizes shared
-// memory).
-void define_reservation_settings();
-
 // Requests the registry's shared memory; called while shared_preload_libraries loads.
 void install_reservations();
 

@@ -51,19 +51,21 @@ void SharedRegion::start_all() {
 }
 
 void SharedRegion::request() const {
-    RequestAddinShmemSpace(header_bytes() + table_bytes_());
+    RequestAddinShmemSpace(bytes());
     RequestNamedLWLockTranche(name_, partitions_);
 }
 
 void SharedRegion::start() {
     bool found = false;
     LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    header_ = static_cast<Header*>(ShmemInitStruct(name_, header_bytes() + table_bytes_(), &found));
+    header_ = static_cast<Header*>(ShmemInitStruct(name_, bytes(), &found));
     if (!found) {
         header_->locks = GetNamedLWLockTranche(name_);
         create_(table());
     }
     LWLockRelease(AddinShmemInitLock);
+    if (started_ != nullptr)
+        started_(table(), !found);
 }
 
 void* SharedRegion::table() const noexcept {

@@ -1,6 +1,8 @@
 // A block of shared memory that the preloaded library sets up at server start, with one LWLock
-// per partition of the table it holds: the leases' and the reservations' registries. A
-// restart, or a crash, makes it anew.
+// per partition of the table it holds: the memory engine's store, the policy counters, the
+// denial queue, the leases' and the reservations' registries. Every region is requested and
+// started by one pair of hooks, chained once (src/pg/shared_region.cpp): no other file installs
+// a shared-memory hook. A restart, or a crash, makes each region anew.
 #pragma once
 
 #include <cstddef>
@@ -18,17 +20,22 @@ class SharedRegion {
   public:
     using TableBytes = std::size_t (*)();
     using CreateTable = void (*)(void* block);
+    // Runs after the block is set up, in each process that sets it up (the postmaster, and
+    // with EXEC_BACKEND every backend): `created` when this call laid the table out.
+    using Started = void (*)(void* block, bool created);
 
     // `name` names the block and its lock tranche; `what` is what it holds, as the error for a
     // library that was not preloaded says it ("leases", "reservations"). `table_bytes` is read
-    // once the settings are known; `create` lays out an empty table, once, in the postmaster.
+    // once the settings are known; `create` lays out an empty table, once, in the postmaster;
+    // `started`, if given, runs once the block is there (the lock released).
     SharedRegion(const char* name, int partitions, const char* what, TableBytes table_bytes,
-                 CreateTable create) noexcept
+                 CreateTable create, Started started = nullptr) noexcept
         : name_(name),
           partitions_(partitions),
           what_(what),
           table_bytes_(table_bytes),
-          create_(create) {}
+          create_(create),
+          started_(started) {}
 
     // From _PG_init while the library is being preloaded: the region is requested and set up
     // with the server's shared memory (the shmem hooks, chained once for all regions).
@@ -39,6 +46,8 @@ class SharedRegion {
     void require_available() const;
 
     void* table() const noexcept;
+    // The shared memory the region takes: its locks' header and its table.
+    std::size_t bytes() const noexcept { return header_bytes() + table_bytes_(); }
     LWLock* lock(int partition) const noexcept { return &header_->locks[partition].lock; }
 
     // Runs `work(Table&)` on the table under `partition`'s lock, held exclusively.
@@ -66,6 +75,7 @@ class SharedRegion {
     const char* what_;
     TableBytes table_bytes_;
     CreateTable create_;
+    Started started_;
     Header* header_ = nullptr;
     SharedRegion* next_ = nullptr;  // the regions installed, a list for the hooks
 };
