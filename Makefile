@@ -30,37 +30,37 @@ CORE_OBJS = \
 	src/core/second_buckets.o \
 	src/core/validation.o
 PG_OBJS = \
-	src/pg/arguments.o \
-	src/pg/calendar_window.o \
-	src/pg/clock.o \
-	src/pg/denial_queue.o \
-	src/pg/drop_in_rules.o \
-	src/pg/endpoint_limits.o \
-	src/pg/guard.o \
-	src/pg/jwt_caller.o \
-	src/pg/key_state_table.o \
-	src/pg/leases.o \
-	src/pg/memory_engine.o \
-	src/pg/memory_stats_api.o \
-	src/pg/memory_worker.o \
-	src/pg/metrics.o \
-	src/pg/module.o \
-	src/pg/native_api.o \
-	src/pg/policy_api.o \
-	src/pg/policy_cache.o \
-	src/pg/policy_counters.o \
-	src/pg/policy_http.o \
-	src/pg/pre_request.o \
-	src/pg/reservations.o \
-	src/pg/result_row.o \
-	src/pg/router_routing.o \
-	src/pg/rpc_limits.o \
-	src/pg/settings.o \
-	src/pg/shared_region.o \
-	src/pg/sliding_window_limits.o \
-	src/pg/spi_statement.o \
-	src/pg/state_engines.o \
-	src/pg/subject_hash.o
+	src/pg/bridge/arguments.o \
+	src/pg/bridge/calendar_window.o \
+	src/pg/bridge/clock.o \
+	src/pg/bridge/guard.o \
+	src/pg/bridge/result_row.o \
+	src/pg/bridge/spi_statement.o \
+	src/pg/drop_ins/drop_in_rules.o \
+	src/pg/drop_ins/endpoint_limits.o \
+	src/pg/drop_ins/rpc_limits.o \
+	src/pg/drop_ins/sliding_window_limits.o \
+	src/pg/engines/key_state_table.o \
+	src/pg/engines/memory_engine.o \
+	src/pg/engines/memory_worker.o \
+	src/pg/engines/state_engines.o \
+	src/pg/module/module.o \
+	src/pg/module/settings.o \
+	src/pg/native/leases.o \
+	src/pg/native/native_api.o \
+	src/pg/native/reservations.o \
+	src/pg/observability/memory_stats.o \
+	src/pg/observability/metrics.o \
+	src/pg/policies/denial_queue.o \
+	src/pg/policies/policy_api.o \
+	src/pg/policies/policy_cache.o \
+	src/pg/policies/policy_counters.o \
+	src/pg/policies/policy_http.o \
+	src/pg/policies/subject_hash.o \
+	src/pg/postgrest/jwt_caller.o \
+	src/pg/postgrest/pre_request.o \
+	src/pg/router/routing.o \
+	src/pg/shared_memory/shared_region.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 
 # The install script of the current version is built from sql/install/, the current definitions
@@ -203,12 +203,9 @@ fuzz-run: test/fuzz/decision_fuzzer
 
 .PHONY: format-check
 format-check: layout-check
-	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp test/fuzz/*.cpp)
+	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp src/pg/*/*.cpp src/pg/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp test/fuzz/*.cpp)
 
-# The rules of the rooms that a grep can check (CONTRIBUTING.md, "Layers and their rooms"): the
-# core includes no PostgreSQL header; PG_VERSION_NUM is tested only in src/pg/compat.hpp; every
-# setting is defined in src/pg/settings.cpp; only src/pg/shared_region.cpp installs a
-# shared-memory hook.
+# The rules of the rooms that a search can check (scripts/check-layout.sh, CONTRIBUTING.md's map).
 .PHONY: layout-check
 layout-check:
 	@bash scripts/check-layout.sh

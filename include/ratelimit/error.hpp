@@ -1,5 +1,5 @@
 // Errors raised by the core. The core never talks to PostgreSQL: it throws one of these, and
-// the SQL entry guard (src/pg/guard.hpp) turns it into an ERROR with the matching SQLSTATE.
+// the SQL entry guard (src/pg/bridge/guard.hpp) turns it into an ERROR with the matching SQLSTATE.
 #pragma once
 
 #include <exception>

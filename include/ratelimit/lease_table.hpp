@@ -2,7 +2,7 @@
 // is taken for a key and counts against its limit until it is released, or until its maximum
 // hold time passes. Unlike a counter over a period, nothing refills: a slot comes back only when
 // the lease holding it ends. The server ends a transaction's leases with the transaction and a
-// session's with the backend (src/pg/leases.cpp), so a crashed worker never holds a slot.
+// session's with the backend (src/pg/native/leases.cpp), so a crashed worker never holds a slot.
 //
 // Layout. One fixed block: a header, then kLeasePartitions runs of slots. A key's leases live in
 // the partition its hash picks; each partition has its own lock (the caller's), so keys of two

@@ -16,7 +16,7 @@
 // every call over many keys. A partition of at most kMemoryEvictionWalk slots is sampled whole,
 // so there the least recently used key is exactly the one taken.
 //
-// Locking is the caller's (src/pg/memory_engine.cpp): every method that takes a partition
+// Locking is the caller's (src/pg/engines/memory_engine.cpp): every method that takes a partition
 // needs that partition's lock, exclusive for anything that writes (every decision writes,
 // because using a key stamps it), shared for stats().
 //

@@ -236,7 +236,7 @@ SELECT decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', '
 
 ------------------------------------------------------------------------------------------------
 -- The policy tables' cache: a statement that changes one of them invalidates every backend's
--- copy when its transaction commits (src/pg/policy_cache.hpp).
+-- copy when its transaction commits (src/pg/policies/policy_cache.hpp).
 ------------------------------------------------------------------------------------------------
 
 CREATE FUNCTION ratelimit.policy_tables_changed()

@@ -1,4 +1,4 @@
-// The C++/PostgreSQL error bridge (src/pg/guard.hpp) under real connections: a PostgreSQL
+// The C++/PostgreSQL error bridge (src/pg/bridge/guard.hpp) under real connections: a PostgreSQL
 // ERROR raised inside the extension's SPI call, and the extension's own argument errors, must
 // reach the client with their SQLSTATE, leave the backend usable, and write nothing.
 #include <gtest/gtest.h>

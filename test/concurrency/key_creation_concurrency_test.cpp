@@ -1,5 +1,5 @@
 // Creating keys on the table engines. A key's first row goes in by speculative insertion (see
-// src/pg/key_state_table.hpp), which holds no lock once the row is in, so:
+// src/pg/engines/key_state_table.hpp), which holds no lock once the row is in, so:
 //  - one transaction can create 100,000 keys (far more than PostgreSQL's shared lock table could
 //    hold locks for) while other sessions keep creating and deciding keys of their own, and it
 //    holds a handful of locks while doing so;

@@ -2,7 +2,7 @@
 // serializable transaction, many rounds. Keys never contend with each other, so no engine may
 // fail such a transaction with a serialization failure (40001): the table engines' key look-up
 // takes no SSI predicate lock (their row write serializes decisions on a key, see
-// src/pg/key_state_table.hpp), and the memory engine uses no table at all. Every committed
+// src/pg/engines/key_state_table.hpp), and the memory engine uses no table at all. Every committed
 // decision is exact: the k-th committed call on a key is allowed iff k <= limit, and reports
 // limit - k remaining (0 once denied).
 //
