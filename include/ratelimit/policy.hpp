@@ -2,7 +2,8 @@
 // then the caller's tier, multipliers rounded down), how several limits are decided as one
 // (all or nothing), and what the answer says (the deciding policy, its reason and waits, shadow
 // denials, count_denied blocks, outcomes for the counters). The PostgreSQL layer only finds the
-// rows (src/pg/policies/policy_cache.cpp), hashes subjects and moves states to and from the engines.
+// rows (src/pg/policies/policy_cache.cpp), hashes subjects and moves states to and from the
+// engines.
 //
 // The rules, each written once here:
 //  - Lists: a matching deny entry denies the call and charges nothing; deny wins over allow; a

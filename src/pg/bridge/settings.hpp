@@ -1,6 +1,6 @@
-// Every ratelimit.* setting. They are defined in one place, src/pg/module/settings.cpp, from _PG_init,
-// which then reserves the prefix; the part a setting tunes reads its value here. A hook that
-// checks a value belongs to the part that reads it and is declared in that part's header.
+// Every ratelimit.* setting. They are defined in one place, src/pg/module/settings.cpp, from
+// _PG_init, which then reserves the prefix; the part a setting tunes reads its value here. A hook
+// that checks a value belongs to the part that reads it and is declared in that part's header.
 #pragma once
 
 #include "pg/bridge/postgres.hpp"
@@ -27,7 +27,8 @@ extern int memory_snapshot_interval;
 extern int memory_when_full;  // a WhenFull
 extern int memory_database_share;
 
-extern int policy_counters;  // the policy counters and the denial log (pg/policies/policy_counters.cpp)
+extern int
+    policy_counters;  // the policy counters and the denial log (pg/policies/policy_counters.cpp)
 extern int policy_counters_database_share;
 extern int denial_log_size;
 extern double denial_log_sample_rate;

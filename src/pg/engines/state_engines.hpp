@@ -1,8 +1,9 @@
 // The engines behind one interface: where a key's state lives (a logged table, an unlogged
 // table, shared memory), for the native API and the policies alike. Each engine reads a key's
 // state, lets the core decide, and writes the state back the way that engine stays exact
-// (src/pg/engines/key_state_table.hpp, src/pg/engines/memory_engine.cpp). The all-or-nothing decision over
-// several keys is the core's (ratelimit/policy.hpp); the engines here are its TierEngines.
+// (src/pg/engines/key_state_table.hpp, src/pg/engines/memory_engine.cpp). The all-or-nothing
+// decision over several keys is the core's (ratelimit/policy.hpp); the engines here are its
+// TierEngines.
 #pragma once
 
 #include <cstdint>

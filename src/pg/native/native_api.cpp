@@ -2,7 +2,8 @@
 // allow, the batch calls consume_many and peek_many, and the memory engine's stats. Arguments are
 // checked in the core (one place, one message per argument) before any state is touched; the
 // decision itself is the core's; this file only moves a key's state between its engine and the core
-// (src/pg/engines/key_state_table.hpp and src/pg/engines/memory_engine.cpp say how each stays exact).
+// (src/pg/engines/key_state_table.hpp and src/pg/engines/memory_engine.cpp say how each stays
+// exact).
 #include "pg/native/native_api.hpp"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // The native API (src/pg/native/native_api.cpp): its consume path, for the calls built on it
-// (ratelimit.reserve and settle in src/pg/native/reservations.cpp): the same argument checks, the same
-// engine, the same decision, so that a reservation decides exactly as ratelimit.consume does.
+// (ratelimit.reserve and settle in src/pg/native/reservations.cpp): the same argument checks, the
+// same engine, the same decision, so that a reservation decides exactly as ratelimit.consume does.
 #pragma once
 
 #include <cstdint>

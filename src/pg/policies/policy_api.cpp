@@ -206,8 +206,8 @@ struct PolicyCall {
     std::vector<std::unique_ptr<PolicyRule>> calendar_rules;
 };
 
-// A concurrency policy (pg/policies/policy_api.hpp) is decided by leases only: a call that would count
-// it as a rate is refused before anything is charged, and acquire_policy takes nothing else.
+// A concurrency policy (pg/policies/policy_api.hpp) is decided by leases only: a call that would
+// count it as a rate is refused before anything is charged, and acquire_policy takes nothing else.
 void require_policy_kind(const PolicyRule& rule, const ArgumentNames& names, int i);
 
 // Reads and checks the arguments in the order the SQL layer always has: the arrays, their
@@ -1090,7 +1090,8 @@ Datum check_many_arguments_body(FunctionCallInfo fcinfo) {
     return static_cast<Datum>(0);
 }
 
-// ---- concurrency policies, and one policy for one subject (pg/policies/policy_api.hpp) ----------------
+// ---- concurrency policies, and one policy for one subject (pg/policies/policy_api.hpp)
+// ----------------
 
 ArgumentError not_a_concurrency_policy(const std::string& argument, const PolicyRule& rule) {
     return ArgumentError(ErrorKind::kInvalidArgument, argument,

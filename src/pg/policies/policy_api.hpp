@@ -1,8 +1,9 @@
-// The policy calls (src/pg/policies/policy_api.cpp): one policy decided for one subject on ratelimit.check's
-// own path (the lists, the key's override, the tier, shadow, count_denied, the counters and the
-// denial log), for the calls built on it: ratelimit.reserve_policy (src/pg/native/reservations.cpp), which
-// keeps the policy's counter key to settle later, and ratelimit.acquire_policy (src/pg/native/leases.cpp),
-// which takes a lease in the policy's own key space instead of charging a counter.
+// The policy calls (src/pg/policies/policy_api.cpp): one policy decided for one subject on
+// ratelimit.check's own path (the lists, the key's override, the tier, shadow, count_denied, the
+// counters and the denial log), for the calls built on it: ratelimit.reserve_policy
+// (src/pg/native/reservations.cpp), which keeps the policy's counter key to settle later, and
+// ratelimit.acquire_policy (src/pg/native/leases.cpp), which takes a lease in the policy's own key
+// space instead of charging a counter.
 #pragma once
 
 #include <cstdint>

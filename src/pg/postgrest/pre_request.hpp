@@ -5,7 +5,8 @@
 
 namespace ratelimit::pg {
 
-// The check hook of ratelimit.client_ip_header (pg/module/settings.cpp): a header name in lower case.
+// The check hook of ratelimit.client_ip_header (pg/module/settings.cpp): a header name in lower
+// case.
 bool check_client_ip_header(char** newval, void** extra, GucSource source);
 
 }  // namespace ratelimit::pg

@@ -1,8 +1,8 @@
 // A block of shared memory that the preloaded library sets up at server start, with one LWLock
 // per partition of the table it holds: the memory engine's store, the policy counters, the
 // denial queue, the leases' and the reservations' registries. Every region is requested and
-// started by one pair of hooks, chained once (src/pg/shared_memory/shared_region.cpp): no other file installs
-// a shared-memory hook. A restart, or a crash, makes each region anew.
+// started by one pair of hooks, chained once (src/pg/shared_memory/shared_region.cpp): no other
+// file installs a shared-memory hook. A restart, or a crash, makes each region anew.
 #pragma once
 
 #include <cstddef>
