@@ -45,6 +45,7 @@ PG_OBJS = \
 	src/pg/engines/memory_worker.o \
 	src/pg/engines/state_engines.o \
 	src/pg/module/module.o \
+	src/pg/module/released_symbols.o \
 	src/pg/module/settings.o \
 	src/pg/native/leases.o \
 	src/pg/native/native_api.o \

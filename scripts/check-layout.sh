@@ -87,5 +87,30 @@ for file in $(find src/pg -name '*.cpp' -o -name '*.hpp' | sort); do
         END { exit bad }' "$file" || status=1
 done
 
+# Each C entry point is named after its SQL function: <extension>_<function>. The one exception
+# is named in src/pg/observability/memory_stats.cpp (a released script holds the name).
+entry_names() {
+    local extension="$1"
+    shift
+    awk -v extension="$extension" '
+        match($0, /FUNCTION[[:space:]]+[A-Za-z_@.]+[[:space:]]*\(/) {
+            name = substr($0, RSTART, RLENGTH); sub(/^FUNCTION[[:space:]]+/, "", name)
+            sub(/[[:space:]]*\($/, "", name); sub(/.*\./, "", name); last = name
+        }
+        match($0, /AS[[:space:]]+\x27(MODULE_PATHNAME|\$libdir\/ratelimit)\x27[[:space:]]*,[[:space:]]*\x27[a-z_0-9]+\x27/) {
+            symbol = substr($0, RSTART, RLENGTH); sub(/.*,[[:space:]]*\x27/, "", symbol); sub(/\x27$/, "", symbol)
+            if (symbol != extension "_" last && !(extension == "ratelimit" && last == "memory_stats" && symbol == "ratelimit_memory_store_stats")) {
+                printf "layout: the entry point of %s is named %s, not %s_%s\n%s\n", last, symbol, extension, last, FILENAME > "/dev/stderr"; bad = 1
+            }
+        }
+        END { exit bad }' "$@"
+}
+entry_names ratelimit sql/install/*.sql || status=1
+entry_names ratelimit_router sql/router/*.sql || status=1
+for app_script in sql/drop_ins/*.sql; do
+    app="$(basename "$app_script" .sql)"
+    entry_names "ratelimit_$app" "$app_script" || status=1
+done
+
 [ "$status" = 0 ] && echo "layout: the rooms' rules hold"
 exit "$status"

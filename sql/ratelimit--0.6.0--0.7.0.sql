@@ -665,3 +665,10 @@ SELECT ratelimit.set_member_privileges('ratelimit', false, ARRAY[
     ARRAY['SELECT', 'TABLE', 'ratelimit.memory_stats'::pg_catalog.regclass::text, 'service_role'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.memory_stats_by_database()'::pg_catalog.regprocedure::text, 'service_role']
 ]);
+
+-- Each C entry point is named after its SQL function (<extension>_<function>); the names the
+-- released scripts used stay in the library for the databases they made.
+CREATE OR REPLACE FUNCTION ratelimit.clock_now()
+RETURNS timestamptz
+LANGUAGE c VOLATILE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_clock_now';

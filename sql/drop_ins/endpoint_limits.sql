@@ -34,7 +34,7 @@ CREATE FUNCTION @extschema@.increment_rate_limit(
 RETURNS jsonb
 LANGUAGE c VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rl_increment_rate_limit';
+AS 'MODULE_PATHNAME', 'ratelimit_endpoint_limits_increment_rate_limit';
 
 COMMENT ON FUNCTION @extschema@.increment_rate_limit(uuid, text, integer, integer, integer) IS
     'ratelimit: endpoint limit, atomic increment; returns {allowed, current, limit, retryAfter}';

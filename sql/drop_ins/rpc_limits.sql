@@ -48,7 +48,7 @@ CREATE FUNCTION @extschema@.check_rate_limit(
 RETURNS boolean
 LANGUAGE c VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rl_check_rate_limit';
+AS 'MODULE_PATHNAME', 'ratelimit_rpc_limits_check_rate_limit';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit(text, integer, integer) IS
     'ratelimit: per-RPC check for the JWT caller (auth.uid()); true = allowed; anonymous callers are allowed';
@@ -61,7 +61,7 @@ CREATE FUNCTION @extschema@.check_rate_limit_for_user(
 RETURNS boolean
 LANGUAGE c VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rl_check_rate_limit_for_user';
+AS 'MODULE_PATHNAME', 'ratelimit_rpc_limits_check_rate_limit_for_user';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit_for_user(uuid, text, integer, integer) IS
     'ratelimit: per-RPC check for an explicit user id (trusted callers only)';

@@ -34,7 +34,7 @@ CREATE FUNCTION @extschema@.check_rate_limit(
 RETURNS TABLE(allowed boolean, current_count integer, retry_after integer)
 LANGUAGE c VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rl_check_rate_limit_buckets';
+AS 'MODULE_PATHNAME', 'ratelimit_sliding_window_limits_check_rate_limit';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit(text, integer, integer, integer) IS
     'ratelimit: sliding-window check of p_key; a denied call changes nothing';
@@ -54,7 +54,7 @@ RETURNS TABLE(allowed boolean, denied_tier text, retry_after integer,
               global_count integer, ip_count integer, email_count integer)
 LANGUAGE c VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-AS 'MODULE_PATHNAME', 'rl_check_rate_limit_tiers';
+AS 'MODULE_PATHNAME', 'ratelimit_sliding_window_limits_check_rate_limit_tiers';
 
 COMMENT ON FUNCTION @extschema@.check_rate_limit_tiers(text, text, integer, integer, integer, integer, integer, integer) IS
     'ratelimit: global -> IP -> email tiers in one all-or-nothing call';

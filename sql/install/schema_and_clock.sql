@@ -7,4 +7,4 @@ COMMENT ON SCHEMA ratelimit IS 'ratelimit: native API and internals';
 CREATE FUNCTION ratelimit.clock_now()
 RETURNS timestamptz
 LANGUAGE c VOLATILE PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'rl_clock_now';
+AS 'MODULE_PATHNAME', 'ratelimit_clock_now';

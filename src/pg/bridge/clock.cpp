@@ -97,4 +97,4 @@ Datum clock_now_sql(FunctionCallInfo) {
 
 }  // namespace ratelimit::pg
 
-RATELIMIT_SQL_FUNCTION(rl_clock_now, ratelimit::pg::clock_now_sql)
+RATELIMIT_SQL_FUNCTION(ratelimit_clock_now, ratelimit::pg::clock_now_sql)

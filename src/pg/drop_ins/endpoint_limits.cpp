@@ -154,6 +154,7 @@ Datum increment_rate_limit(FunctionCallInfo fcinfo) {
 
 }  // namespace ratelimit::pg
 
-RATELIMIT_SQL_FUNCTION(rl_increment_rate_limit, ratelimit::pg::increment_rate_limit)
+RATELIMIT_SQL_FUNCTION(ratelimit_endpoint_limits_increment_rate_limit,
+                       ratelimit::pg::increment_rate_limit)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_increment_rate_limit_arguments,
                        ratelimit::pg::increment_rate_limit_arguments)

@@ -154,8 +154,9 @@ Datum check_rate_limit_for_user_arguments(FunctionCallInfo fcinfo) {
 
 }  // namespace ratelimit::pg
 
-RATELIMIT_SQL_FUNCTION(rl_check_rate_limit, ratelimit::pg::check_rate_limit)
-RATELIMIT_SQL_FUNCTION(rl_check_rate_limit_for_user, ratelimit::pg::check_rate_limit_for_user)
+RATELIMIT_SQL_FUNCTION(ratelimit_rpc_limits_check_rate_limit, ratelimit::pg::check_rate_limit)
+RATELIMIT_SQL_FUNCTION(ratelimit_rpc_limits_check_rate_limit_for_user,
+                       ratelimit::pg::check_rate_limit_for_user)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_rpc_limit_arguments,
                        ratelimit::pg::check_rate_limit_arguments)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_rpc_limit_for_user_arguments,

@@ -413,7 +413,9 @@ Datum check_rate_limit_tiers(FunctionCallInfo fcinfo) {
 
 }  // namespace ratelimit::pg
 
-RATELIMIT_SQL_FUNCTION(rl_check_rate_limit_buckets, ratelimit::pg::check_rate_limit_buckets)
-RATELIMIT_SQL_FUNCTION(rl_check_rate_limit_tiers, ratelimit::pg::check_rate_limit_tiers)
+RATELIMIT_SQL_FUNCTION(ratelimit_sliding_window_limits_check_rate_limit,
+                       ratelimit::pg::check_rate_limit_buckets)
+RATELIMIT_SQL_FUNCTION(ratelimit_sliding_window_limits_check_rate_limit_tiers,
+                       ratelimit::pg::check_rate_limit_tiers)
 RATELIMIT_SQL_FUNCTION(ratelimit_router_check_rate_limit_arguments,
                        ratelimit::pg::check_rate_limit_arguments)

@@ -520,26 +520,6 @@ Datum validate_limit_body(FunctionCallInfo fcinfo) {
     PG_RETURN_VOID();
 }
 
-// ratelimit.memory_stats(): one row of the memory engine's counters.
-Datum memory_stats_body(FunctionCallInfo fcinfo) {
-    std::int64_t shared_bytes = 0;
-    const MemoryStats stats = memory_stats(&shared_bytes);
-    Datum values[7] = {Int64GetDatum(stats.entries), Int64GetDatum(stats.capacity),
-                       Int64GetDatum(shared_bytes),  Int64GetDatum(stats.evictions),
-                       Int64GetDatum(stats.expired), Int64GetDatum(stats.allowed),
-                       Int64GetDatum(stats.denied)};
-    bool nulls[7] = {false, false, false, false, false, false, false};
-    Datum result = 0;
-    call_postgres([&] {
-        TupleDesc desc = nullptr;
-        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-            elog(ERROR, "ratelimit: memory_stats must return a row");
-        desc = BlessTupleDesc(desc);
-        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
-    });
-    return result;
-}
-
 }  // namespace
 
 // ---- the consume path for reservations (pg/native/native_api.hpp) ----
@@ -589,4 +569,3 @@ RATELIMIT_SQL_FUNCTION(ratelimit_router_many_arguments, ratelimit::pg::many_argu
 RATELIMIT_SQL_FUNCTION(ratelimit_router_reset_arguments, ratelimit::pg::reset_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_consume_all, ratelimit::pg::consume_all_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_validate_limit, ratelimit::pg::validate_limit_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_memory_stats, ratelimit::pg::memory_stats_body)

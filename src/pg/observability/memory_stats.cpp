@@ -1,7 +1,8 @@
 // The memory engine's counters as SQL: ratelimit.memory_stats() for the whole store and
 // ratelimit.memory_stats_by_database() for each database's keys, refusals and evictions.
-// (The 0.4.0 and 0.5.0 definitions of memory_stats call the older symbol in native_api.cpp,
-// which still returns their seven columns.)
+// The current memory_stats() is ratelimit_memory_store_stats, not named after its function: the
+// 0.4.0 and 0.5.0 definitions of memory_stats, of seven columns, hold the name
+// ratelimit_memory_stats, which still answers them below.
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +19,26 @@ extern "C" {
 
 namespace ratelimit::pg {
 namespace {
+
+// ratelimit.memory_stats() of 0.4.0 and 0.5.0: the first seven columns of today's.
+Datum memory_stats_0_4_body(FunctionCallInfo fcinfo) {
+    std::int64_t shared_bytes = 0;
+    const MemoryStats stats = memory_stats(&shared_bytes);
+    Datum values[7] = {Int64GetDatum(stats.entries), Int64GetDatum(stats.capacity),
+                       Int64GetDatum(shared_bytes),  Int64GetDatum(stats.evictions),
+                       Int64GetDatum(stats.expired), Int64GetDatum(stats.allowed),
+                       Int64GetDatum(stats.denied)};
+    bool nulls[7] = {false, false, false, false, false, false, false};
+    Datum result = 0;
+    call_postgres([&] {
+        TupleDesc desc = nullptr;
+        if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+            elog(ERROR, "ratelimit: memory_stats must return a row");
+        desc = BlessTupleDesc(desc);
+        result = HeapTupleGetDatum(heap_form_tuple(desc, values, nulls));
+    });
+    return result;
+}
 
 // ratelimit.memory_stats(): one row of the whole store's counters.
 Datum memory_store_stats_body(FunctionCallInfo fcinfo) {
@@ -89,3 +110,4 @@ Datum memory_stats_by_database_body(FunctionCallInfo fcinfo) {
 RATELIMIT_SQL_FUNCTION(ratelimit_memory_store_stats, ratelimit::pg::memory_store_stats_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_memory_stats_by_database,
                        ratelimit::pg::memory_stats_by_database_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_memory_stats, ratelimit::pg::memory_stats_0_4_body)
