@@ -24,6 +24,7 @@ CORE_OBJS = \
 	src/core/metrics_text.o \
 	src/core/offender_table.o \
 	src/core/policy.o \
+	src/core/policy_decision.o \
 	src/core/request_routes.o \
 	src/core/routing_key.o \
 	src/core/reservation_table.o \
@@ -52,14 +53,20 @@ PG_OBJS = \
 	src/pg/native/reservations.o \
 	src/pg/observability/memory_stats.o \
 	src/pg/observability/metrics.o \
+	src/pg/policies/check.o \
+	src/pg/policies/check_http.o \
+	src/pg/policies/denial_log.o \
 	src/pg/policies/denial_queue.o \
-	src/pg/policies/policy_api.o \
+	src/pg/policies/policy_administration.o \
+	src/pg/policies/policy_arguments.o \
 	src/pg/policies/policy_cache.o \
 	src/pg/policies/policy_counters.o \
+	src/pg/policies/policy_effects.o \
 	src/pg/policies/policy_http.o \
 	src/pg/policies/subject_hash.o \
 	src/pg/postgrest/jwt_caller.o \
 	src/pg/postgrest/pre_request.o \
+	src/pg/router/policy_calls.o \
 	src/pg/router/routing.o \
 	src/pg/shared_memory/shared_region.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)

@@ -16,7 +16,7 @@
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/engines/memory_engine.hpp"
 #include "pg/policies/policy_cache.hpp"
-#include "pg/policies/policy_api.hpp"
+#include "pg/policies/check.hpp"
 #include "pg/bridge/postgres.hpp"
 #include "pg/bridge/result_row.hpp"
 #include "pg/bridge/settings.hpp"

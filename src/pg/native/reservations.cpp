@@ -14,7 +14,7 @@
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/native/native_api.hpp"
 #include "pg/policies/policy_cache.hpp"
-#include "pg/policies/policy_api.hpp"
+#include "pg/policies/check.hpp"
 #include "pg/bridge/postgres.hpp"
 #include "pg/bridge/result_row.hpp"
 #include "pg/bridge/settings.hpp"

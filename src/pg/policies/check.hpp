@@ -1,9 +1,9 @@
-// The policy calls (src/pg/policies/policy_api.cpp): one policy decided for one subject on
-// ratelimit.check's own path (the lists, the key's override, the tier, shadow, count_denied, the
-// counters and the denial log), for the calls built on it: ratelimit.reserve_policy
-// (src/pg/native/reservations.cpp), which keeps the policy's counter key to settle later, and
-// ratelimit.acquire_policy (src/pg/native/leases.cpp), which takes a lease in the policy's own key
-// space instead of charging a counter.
+// ratelimit.check, check_all, check_many and decide_policies (src/pg/policies/check.cpp), and one
+// policy decided for one subject on ratelimit.check's own path (the lists, the key's override, the
+// tier, shadow, count_denied, the counters and the denial log), for the calls built on it:
+// ratelimit.reserve_policy (src/pg/native/reservations.cpp), which keeps the policy's counter key
+// to settle later, and ratelimit.acquire_policy (src/pg/native/leases.cpp), which takes a lease in
+// the policy's own key space instead of charging a counter.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,8 @@
 #include <string_view>
 
 #include "pg/engines/key_state_table.hpp"
+#include "pg/policies/policy_arguments.hpp"
+#include "pg/policies/policy_effects.hpp"
 #include "pg/policies/policy_cache.hpp"
 #include "pg/bridge/postgres.hpp"
 #include "ratelimit/algorithms.hpp"
@@ -19,27 +21,6 @@
 #include "ratelimit/policy.hpp"
 
 namespace ratelimit::pg {
-
-// The quota unit that makes a policy a concurrency limit, decided by leases only.
-inline constexpr const char* kConcurrentRequests = "concurrent-requests";
-
-// A concurrency policy's in-flight units, for decide_policy_subject: the lease table's side.
-class InFlightLimit {
-  public:
-    virtual ~InFlightLimit() = default;
-    // Takes `cost` of `limit` units for `key` when they fit beside its live leases; the
-    // decision as a policy reports it (remaining = limit - in flight; when denied,
-    // retry_after is the wait until the first lease reaches its maximum hold).
-    virtual Decision take(const StateKey& key, const Limit& limit, std::int64_t cost,
-                          Micros now) = 0;
-    // The same, taking nothing (a cost the limit could never allow).
-    virtual Decision look(const StateKey& key, const Limit& limit, Micros now) = 0;
-};
-
-// The concurrency policy `name` (p_policy), with the errors every policy call gives: 22023 for
-// an unknown policy (quoting 64 characters of the name) and for a policy that is not a
-// concurrency policy.
-const PolicyRule& concurrency_policy(const PolicyCatalog& catalog, std::string_view name);
 
 // What the call decided, and where: the policy's counter key (its name as the key space, the
 // subject, hashed when the policy has hash_key), its engine and the effective limit (after
