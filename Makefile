@@ -66,10 +66,11 @@ OBJS = $(CORE_OBJS) $(PG_OBJS)
 
 # The install script of the current version is built from sql/install/, the current definitions
 # in files named by what they hold, concatenated in this order (each runs after what it uses).
-# Upgrade scripts sql/ratelimit--A--B.sql hold only changes; sql/ratelimit--0.1.0.sql is the
+# sql/released/ holds the scripts of released versions, never edited: ratelimit--0.1.0.sql, the
 # first released version's full script, from which PostgreSQL installs any older version
-# (CREATE EXTENSION ratelimit VERSION '0.x.0') through the chain. Released scripts are never
-# edited; sql/upgrade.sql checks that an upgraded install equals a fresh one.
+# (CREATE EXTENSION ratelimit VERSION '0.x.0') through the chain, and the updates
+# ratelimit--A--B.sql, which hold only changes. sql/updates/ holds the updates to the current
+# version, not released yet. sql/upgrade.sql checks that an upgraded install equals a fresh one.
 INSTALL_SOURCES = \
 	sql/install/schema_and_clock.sql \
 	sql/install/state_tables.sql \
@@ -85,8 +86,7 @@ INSTALL_SOURCES = \
 	sql/install/drop_in_extensions.sql \
 	sql/install/cleanup.sql \
 	sql/install/privileges.sql
-DATA = sql/ratelimit--0.1.0.sql $(wildcard sql/ratelimit--*--*.sql) \
-	$(wildcard sql/ratelimit_router--*--*.sql)
+DATA = $(wildcard sql/released/*.sql) $(wildcard sql/updates/*.sql)
 DATA_built = build/ratelimit--$(EXTVERSION).sql build/ratelimit_router--$(ROUTER_VERSION).sql \
 	$(foreach app,$(DROP_IN_APPS),build/ratelimit_$(app)--$(EXTVERSION).sql)
 
