@@ -73,10 +73,12 @@ OBJS = $(CORE_OBJS) $(PG_OBJS)
 
 # The install script of the current version is built from sql/install/, the current definitions
 # in files named by what they hold, concatenated in this order (each runs after what it uses).
-# Upgrade scripts sql/ratelimit--A--B.sql hold only changes; sql/ratelimit--0.1.0.sql is the
+# sql/released/ holds the scripts of released versions, never edited: ratelimit--0.1.0.sql, the
 # first released version's full script, from which PostgreSQL installs any older version
-# (CREATE EXTENSION ratelimit VERSION '0.x.0') through the chain. Released scripts are never
-# edited; sql/upgrade.sql checks that an upgraded install equals a fresh one.
+# (CREATE EXTENSION ratelimit VERSION '0.x.0') through the chain, and the updates
+# ratelimit--A--B.sql, which hold only changes. sql/updates/ holds the sources of the updates to
+# the current version, not released yet, which are built into build/ (UPDATES_BUILT, below).
+# sql/upgrade.sql checks that an upgraded install equals a fresh one.
 INSTALL_SOURCES = \
 	sql/install/schema_and_clock.sql \
 	sql/install/state_tables.sql \
@@ -92,10 +94,18 @@ INSTALL_SOURCES = \
 	sql/install/drop_in_extensions.sql \
 	sql/install/cleanup.sql \
 	sql/install/privileges.sql
-DATA = sql/ratelimit--0.1.0.sql $(wildcard sql/ratelimit--*--*.sql) \
-	$(wildcard sql/ratelimit_router--*--*.sql)
+DATA = $(wildcard sql/released/*.sql)
 DATA_built = build/ratelimit--$(EXTVERSION).sql build/ratelimit_router--$(ROUTER_VERSION).sql \
-	$(foreach app,$(DROP_IN_APPS),build/ratelimit_$(app)--$(EXTVERSION).sql)
+	$(foreach app,$(DROP_IN_APPS),build/ratelimit_$(app)--$(EXTVERSION).sql) \
+	$(UPDATES_BUILT)
+
+# The updates to the current version: sql/updates/<name>.sql is the source of build/<name>.sql,
+# whose include lines scripts/build-sql.sh replaces with the current definitions they name (in
+# sql/install/ and sql/router/). Once released, an update is frozen: its built script goes to
+# sql/released/ and its source goes (CONTRIBUTING.md, Versions).
+UPDATES_BUILT = $(patsubst sql/updates/%,build/%,$(wildcard sql/updates/*.sql))
+RELEASED_AND_UPDATED = $(filter $(notdir $(wildcard sql/released/*.sql)),$(notdir $(UPDATES_BUILT)))
+$(if $(RELEASED_AND_UPDATED),$(error sql/released/ and sql/updates/ both hold $(RELEASED_AND_UPDATED)))
 
 # Each app's drop-ins are an extension of their own, at ratelimit's version and requiring it,
 # so a database gets only the drop-ins its app calls: sql/drop_ins/<app>.sql is the whole
@@ -155,6 +165,12 @@ build/ratelimit_router--$(ROUTER_VERSION).sql: $(ROUTER_SOURCES) ratelimit_route
 	@mkdir -p build
 	{ printf '%s\n' '\echo Use "CREATE EXTENSION ratelimit_router" to load this file. \quit'; \
 	  for source in $(ROUTER_SOURCES); do echo; cat "$$source"; done; } > $@
+
+# Coarse but never stale: each depends on every file it may include.
+$(UPDATES_BUILT): build/%.sql: sql/updates/%.sql scripts/build-sql.sh $(INSTALL_SOURCES) $(ROUTER_SOURCES)
+	@mkdir -p build
+	sh scripts/build-sql.sh $< > $@.tmp
+	mv $@.tmp $@
 
 # Core unit tests (GoogleTest). The core builds without any PostgreSQL header. The test
 # programs are compiled one source at a time into build/ (make -j2 compiles two at once); each

@@ -31,11 +31,12 @@ BEGIN
 END
 $$;
 
+-- @begin cleanup_jobs
 -- The cleanup jobs: name, default schedule, command. The state tables' always; each drop-in
 -- app's in the schema of its extension when that is installed, else where a ratelimit 0.6.0
 -- install left its drop-ins in place (they still count, so they still need cleaning). It reads
 -- the catalogs only; SECURITY DEFINER lets anyone list the jobs through left_by_ratelimit.
-CREATE FUNCTION ratelimit.cleanup_jobs()
+CREATE OR REPLACE FUNCTION ratelimit.cleanup_jobs()
 RETURNS TABLE(job_name text, schedule text, command text)
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -65,11 +66,13 @@ AS $$
     WHERE s.schema_name IS NOT NULL
     ORDER BY j.n
 $$;
+-- @end cleanup_jobs
 
+-- @begin schedule_cleanup
 -- Schedules every cleanup with pg_cron (again: an existing job of the same name is updated),
 -- on each job's default schedule or on p_schedule for all, and removes the jobs of drop-in
 -- extensions dropped since. The jobs run as the calling role.
-CREATE FUNCTION ratelimit.schedule_cleanup(p_schedule text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION ratelimit.schedule_cleanup(p_schedule text DEFAULT NULL)
 RETURNS TABLE(job_name text, schedule text, command text, job_id bigint)
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -99,10 +102,12 @@ BEGIN
     END LOOP;
 END
 $$;
+-- @end schedule_cleanup
 
+-- @begin unschedule_cleanup
 -- Removes the jobs schedule_cleanup() created (every ratelimit-cleanup-* job of this
 -- database, also one of a drop-in extension dropped since); returns how many it removed.
-CREATE FUNCTION ratelimit.unschedule_cleanup()
+CREATE OR REPLACE FUNCTION ratelimit.unschedule_cleanup()
 RETURNS integer
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -123,3 +128,4 @@ BEGIN
     RETURN removed;
 END
 $$;
+-- @end unschedule_cleanup

@@ -60,7 +60,8 @@ RETURNS void
 LANGUAGE c STABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ratelimit_validate_policy_options';
 
-CREATE FUNCTION ratelimit.policies_validate()
+-- @begin policies_validate
+CREATE OR REPLACE FUNCTION ratelimit.policies_validate()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -117,6 +118,7 @@ EXCEPTION
         RAISE EXCEPTION 'policy "%": %', NEW.name, SQLERRM USING ERRCODE = SQLSTATE;
 END
 $$;
+-- @end policies_validate
 
 CREATE TRIGGER policies_validate BEFORE INSERT OR UPDATE ON ratelimit.policies
     FOR EACH ROW EXECUTE FUNCTION ratelimit.policies_validate();

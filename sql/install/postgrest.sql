@@ -25,10 +25,11 @@ CREATE TABLE ratelimit.request_routes (
 COMMENT ON TABLE ratelimit.request_routes IS
     'ratelimit: the requests ratelimit.pre_request() limits, by method, path and role';
 
+-- @begin request_routes_validate
 -- Checked when a route is written, so that a request never meets a route it cannot decide:
 -- PostgREST runs GET and HEAD in read-only transactions (and may send them to a read replica),
 -- where only the memory engine can count.
-CREATE FUNCTION ratelimit.request_routes_validate()
+CREATE OR REPLACE FUNCTION ratelimit.request_routes_validate()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -78,6 +79,7 @@ BEGIN
     RETURN NEW;
 END
 $$;
+-- @end request_routes_validate
 
 CREATE TRIGGER request_routes_validate BEFORE INSERT OR UPDATE ON ratelimit.request_routes
     FOR EACH ROW EXECUTE FUNCTION ratelimit.request_routes_validate();

@@ -19,6 +19,7 @@ ALTER TABLE ratelimit.request_routes ENABLE ROW LEVEL SECURITY;
 -- drop-in extension passes its own (sql/drop_ins/).
 ------------------------------------------------------------------------------------------------
 
+-- @begin set_member_privileges
 -- p_reset_every_role: at install the objects are new, so any grant on them came from default
 -- privileges and goes; an update takes back only from the roles the list speaks for (anon,
 -- authenticated). p_grants: rows of (privilege, kind, name, grantee), a role that does not
@@ -170,9 +171,11 @@ BEGIN
     END LOOP;
 END
 $$;
+-- @end set_member_privileges
 
 -- ratelimit's list. Keep this statement last.
 SELECT ratelimit.set_member_privileges('ratelimit', true, ARRAY[
+-- @begin ratelimit_grants
     -- Everyone: these compute from their arguments only. A type reveals nothing.
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.http_headers(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.http_body(ratelimit.policy_decision, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
@@ -225,4 +228,5 @@ SELECT ratelimit.set_member_privileges('ratelimit', true, ARRAY[
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.memory_stats()'::pg_catalog.regprocedure::text, 'service_role'],
     ARRAY['SELECT', 'TABLE', 'ratelimit.memory_stats'::pg_catalog.regclass::text, 'service_role'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.memory_stats_by_database()'::pg_catalog.regprocedure::text, 'service_role']
+-- @end ratelimit_grants
 ]);

@@ -16,6 +16,7 @@ AS $$
     FROM ratelimit.memory_stats() AS s;
 $$;
 
+-- @begin shard_policy_stats
 CREATE FUNCTION ratelimit_router.shard_policy_stats()
 RETURNS TABLE(shard text, policy text, allowed bigint, denied bigint, shadow_denied bigint,
               since timestamptz, near_limit bigint, denials_not_logged bigint, counted boolean)
@@ -27,7 +28,9 @@ AS $$
                || '/' || pg_catalog.current_database() AS shard, s.*
     FROM ratelimit.policy_stats() AS s;
 $$;
+-- @end shard_policy_stats
 
+-- @begin policy_stats
 -- Each policy's counters over all shards; since is the earliest shard's. Rows with counted =
 -- false (calls that found no counter on a shard, and policies without one) add up apart.
 CREATE FUNCTION ratelimit_router.policy_stats()
@@ -41,6 +44,7 @@ AS $$
     GROUP BY s.policy, s.counted
     ORDER BY s.policy, s.counted DESC
 $$;
+-- @end policy_stats
 
 CREATE FUNCTION ratelimit_router.shard_top_offenders(p_limit integer)
 RETURNS TABLE(shard text, policy text, subject text, denials bigint, overcount bigint,

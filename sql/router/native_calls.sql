@@ -135,12 +135,14 @@ RETURNS void
 LANGUAGE c STABLE
 AS '$libdir/ratelimit', 'ratelimit_router_limit_arguments';
 
+-- @begin refund_arguments
 -- refund's: the same, and a cost above what one call could take refused, as refund refuses it.
 CREATE FUNCTION ratelimit_router.refund_arguments(p_key text, p_limit integer, p_period interval,
     p_cost integer, p_algorithm text, p_engine text, p_burst integer, p_time_zone text)
 RETURNS void
 LANGUAGE c STABLE
 AS '$libdir/ratelimit', 'ratelimit_router_refund_arguments';
+-- @end refund_arguments
 
 CREATE FUNCTION ratelimit_router.many_arguments(p_keys text[], p_limit integer, p_period interval,
     p_cost integer, p_algorithm text, p_engine text, p_burst integer, p_time_zone text)
@@ -162,8 +164,9 @@ AS $$
                NULL::bigint)::ratelimit.decision
 $$;
 
+-- @begin routed_native_call
 -- consume, peek and refund share one body: p_call says which.
-CREATE FUNCTION ratelimit_router.routed_native_call(p_call text, p_key text, p_limit integer,
+CREATE OR REPLACE FUNCTION ratelimit_router.routed_native_call(p_call text, p_key text, p_limit integer,
     p_period interval, p_cost integer, p_algorithm text, p_engine text, p_burst integer,
     p_time_zone text)
 RETURNS ratelimit.decision
@@ -206,6 +209,7 @@ BEGIN
     END LOOP;
 END;
 $$;
+-- @end routed_native_call
 
 CREATE FUNCTION ratelimit_router.consume(p_key text, p_limit integer, p_period interval,
     p_cost integer DEFAULT 1, p_algorithm text DEFAULT 'fixed_window', p_engine text DEFAULT 'table',

@@ -466,7 +466,7 @@ std::vector<TierCall> read_tiers(FunctionCallInfo fcinfo, std::int64_t* cost,
     return tiers;
 }
 
-// ratelimit.consume_all(): see sql/ratelimit--0.4.0--0.5.0.sql. The decision is the core's
+// ratelimit.consume_all(): see sql/released/ratelimit--0.4.0--0.5.0.sql. The decision is the core's
 // (decide_all_or_nothing), over the engines of src/pg/engines/state_engines.hpp.
 Datum consume_all_body(FunctionCallInfo fcinfo) {
     std::int64_t cost = 0;
