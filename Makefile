@@ -33,6 +33,7 @@ PG_OBJS = \
 	src/pg/bridge/arguments.o \
 	src/pg/bridge/calendar_window.o \
 	src/pg/bridge/clock.o \
+	src/pg/bridge/extension_schema.o \
 	src/pg/bridge/guard.o \
 	src/pg/bridge/result_row.o \
 	src/pg/bridge/spi_statement.o \

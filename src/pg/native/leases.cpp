@@ -12,6 +12,7 @@
 
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/engines/memory_engine.hpp"
@@ -435,7 +436,7 @@ Datum acquire_policy_body(FunctionCallInfo fcinfo) {
 Datum lease_decision_body(FunctionCallInfo fcinfo) {
     const std::string_view name = name_argument(fcinfo, 0, "p_policy");
     Oid schema = InvalidOid;
-    call_postgres([&] { schema = get_func_namespace(fcinfo->flinfo->fn_oid); });
+    call_postgres([&] { schema = extension_schema(); });
     const PolicyCatalog& catalog = policy_catalog(schema);
     const PolicyRule* rule = &concurrency_policy(catalog, name);
     if (PG_ARGISNULL(1))

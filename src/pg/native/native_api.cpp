@@ -15,6 +15,7 @@
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/calendar_window.hpp"
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/key_state_table.hpp"
 #include "pg/engines/memory_engine.hpp"
@@ -148,36 +149,23 @@ Micros now_checked() {
     return now;
 }
 
-// What a call site looks up once and keeps for the rest of its statement (in fn_extra): the
-// schema the function lives in, where the table engines' tables are, and the last time zone
-// it was given.
-struct CallSite {
-    Oid schema = InvalidOid;
-    ZoneCache zone;
-};
-
-// Called inside call_postgres().
-CallSite* call_site(FunctionCallInfo fcinfo) {
-    FmgrInfo* flinfo = fcinfo->flinfo;
-    if (flinfo->fn_extra == nullptr) {
-        auto* site =
-            static_cast<CallSite*>(MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(CallSite)));
-        site->schema = get_func_namespace(flinfo->fn_oid);
-        flinfo->fn_extra = site;
-    }
-    return static_cast<CallSite*>(flinfo->fn_extra);
-}
-
-Oid calling_schema(FunctionCallInfo fcinfo) {
-    Oid schema = InvalidOid;
-    call_postgres([&] { schema = call_site(fcinfo)->schema; });
-    return schema;
-}
-
+// The last time zone a call site was given, kept for the rest of its statement (in fn_extra).
 ZoneCache* zone_cache(FunctionCallInfo fcinfo) {
     ZoneCache* cache = nullptr;
-    call_postgres([&] { cache = &call_site(fcinfo)->zone; });
+    call_postgres([&] {
+        FmgrInfo* flinfo = fcinfo->flinfo;
+        if (flinfo->fn_extra == nullptr)
+            flinfo->fn_extra = MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(ZoneCache));
+        cache = static_cast<ZoneCache*>(flinfo->fn_extra);
+    });
     return cache;
+}
+
+// The schema of the table engines' tables: the extension's.
+Oid tables_schema() {
+    Oid schema = InvalidOid;
+    call_postgres([&] { schema = extension_schema(); });
+    return schema;
 }
 
 constexpr int kDecisionColumns = 5;
@@ -242,10 +230,9 @@ const char* action_function(Action action) {
     return "ratelimit";
 }
 
-// The engine of a native call; only the table engines need the schema of the calling function.
-StateEngine& native_engine(FunctionCallInfo fcinfo, Engine engine, const char* function_name,
-                           EngineStorage& storage) {
-    const Oid schema = engine == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
+// The engine of a native call; only the table engines need the schema of their tables.
+StateEngine& native_engine(Engine engine, const char* function_name, EngineStorage& storage) {
+    const Oid schema = engine == Engine::kMemory ? InvalidOid : tables_schema();
     return state_engine(engine, schema, function_name, storage);
 }
 
@@ -257,7 +244,7 @@ Datum limit_call(FunctionCallInfo fcinfo, Action action) {
         require_valid_limit(call.limit);
     }
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, action_function(action), storage);
+    StateEngine& engine = native_engine(call.engine, action_function(action), storage);
     const StateKey key{native_space(), call.key};
     const Micros now = now_checked();
     calendar_window(call, now);
@@ -272,7 +259,7 @@ Datum consume_body(FunctionCallInfo fcinfo) {
 Datum allow_body(FunctionCallInfo fcinfo) {
     LimitCall call = read_limit_call(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, "ratelimit.allow()", storage);
+    StateEngine& engine = native_engine(call.engine, "ratelimit.allow()", storage);
     const Micros now = now_checked();
     calendar_window(call, now);
     return BoolGetDatum(engine
@@ -291,7 +278,7 @@ Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_nam
     for (const Datum key : keys)
         state_keys.push_back(StateKey{native_space(), key});
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, function_name, storage);
+    StateEngine& engine = native_engine(call.engine, function_name, storage);
     const Micros now = now_checked();
     calendar_window(call, now);
     std::vector<Decision> decisions(keys.size());
@@ -345,7 +332,7 @@ Datum reset_body(FunctionCallInfo fcinfo) {
     const Datum key = key_argument(fcinfo, 0, "p_key");
     const Engine engine_kind = read_engine(fcinfo, 1);
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, engine_kind, "ratelimit.reset()", storage);
+    StateEngine& engine = native_engine(engine_kind, "ratelimit.reset()", storage);
     return BoolGetDatum(engine.reset(StateKey{native_space(), key}));
 }
 
@@ -366,7 +353,7 @@ BlockCall read_block_call(FunctionCallInfo fcinfo) {
 Datum block_body(FunctionCallInfo fcinfo) {
     const BlockCall call = read_block_call(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, "ratelimit.block()", storage);
+    StateEngine& engine = native_engine(call.engine, "ratelimit.block()", storage);
     const StateKey state_key{native_space(), call.key};
     const Micros now = now_checked();
     return TimestampTzGetDatum(to_timestamptz(engine.block(state_key, now + call.duration, now)));
@@ -475,7 +462,7 @@ Datum consume_all_body(FunctionCallInfo fcinfo) {
     const bool uses_tables = std::any_of(tiers.begin(), tiers.end(), [](const TierCall& tier) {
         return tier.engine != Engine::kMemory;
     });
-    const Oid schema = uses_tables ? calling_schema(fcinfo) : InvalidOid;
+    const Oid schema = uses_tables ? tables_schema() : InvalidOid;
     const Micros now = now_checked();
     sort_tiers(tiers, keys);
     const bool allowed = decide_tiers(tiers, keys, schema, "ratelimit.consume_all()", now, cost);
@@ -529,7 +516,7 @@ Decision native_call(FunctionCallInfo fcinfo, Action action, const char* functio
     LimitCall call = read_limit_call(fcinfo);
     require_cost_for(call, action);
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, function_name, storage);
+    StateEngine& engine = native_engine(call.engine, function_name, storage);
     const StateKey key{native_space(), call.key};
     const Micros now = now_checked();
     calendar_window(call, now);
@@ -537,10 +524,10 @@ Decision native_call(FunctionCallInfo fcinfo, Action action, const char* functio
     return engine.decide(key, call.limit, now, call.cost, action);
 }
 
-Decision native_decide(FunctionCallInfo fcinfo, Engine engine_kind, Datum key, const Limit& limit,
-                       Micros now, std::int64_t cost, Action action, const char* function_name) {
+Decision native_decide(Engine engine_kind, Datum key, const Limit& limit, Micros now,
+                       std::int64_t cost, Action action, const char* function_name) {
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, engine_kind, function_name, storage);
+    StateEngine& engine = native_engine(engine_kind, function_name, storage);
     return engine.decide(StateKey{native_space(), key}, limit, now, cost, action);
 }
 

@@ -26,10 +26,10 @@ struct NativeCall {
 Decision native_call(FunctionCallInfo fcinfo, Action action, const char* function_name,
                      NativeCall* call);
 
-// Decides `action` of `cost` for a native key on `engine` (the table engines of the schema of
-// the function `fcinfo` calls).
-Decision native_decide(FunctionCallInfo fcinfo, Engine engine, Datum key, const Limit& limit,
-                       Micros now, std::int64_t cost, Action action, const char* function_name);
+// Decides `action` of `cost` for a native key on `engine` (the table engines' tables are the
+// extension's).
+Decision native_decide(Engine engine, Datum key, const Limit& limit, Micros now, std::int64_t cost,
+                       Action action, const char* function_name);
 
 // The clock, checked (ratelimit.test_clock when set).
 Micros native_now();

@@ -10,6 +10,7 @@
 
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/native/native_api.hpp"
@@ -350,12 +351,12 @@ Datum reserve_body(FunctionCallInfo fcinfo) {
 
 // The adjustment of a reservation made through a policy (reserve_policy): on the policy's own
 // counter key, never a native key, under the limit the reservation was decided with.
-Decision settle_policy_key(FunctionCallInfo fcinfo, const Reservation& made, Datum key, Micros now,
-                           std::int64_t units, Action action, const char* function_name) {
+Decision settle_policy_key(const Reservation& made, Datum key, Micros now, std::int64_t units,
+                           Action action, const char* function_name) {
     Oid schema = InvalidOid;
     Datum space = 0;
     call_postgres([&] {
-        schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+        schema = extension_schema();
         space = PointerGetDatum(
             cstring_to_text_with_len(made.space, static_cast<int>(made.space_length)));
     });
@@ -436,8 +437,8 @@ Datum settle(FunctionCallInfo fcinfo, std::uint64_t id, std::int64_t actual,
     const std::int64_t units = difference == 0 ? 1 : difference < 0 ? -difference : difference;
     const Decision decision =
         made.space_length == 0
-            ? native_decide(fcinfo, made.engine, key, made.limit, now, units, action, function_name)
-            : settle_policy_key(fcinfo, made, key, now, units, action, function_name);
+            ? native_decide(made.engine, key, made.limit, now, units, action, function_name)
+            : settle_policy_key(made, key, now, units, action, function_name);
     if (made.engine == Engine::kMemory) {
         // The memory engine's adjustment is made for good: so is the settle, lest a rollback
         // reopen the reservation and a second settle adjust the key twice.
