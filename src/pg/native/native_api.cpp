@@ -143,12 +143,6 @@ LimitCall read_limit_call(FunctionCallInfo fcinfo) {
     return call;
 }
 
-Micros now_checked() {
-    const Micros now = clock_now();
-    require_valid_instant(now);
-    return now;
-}
-
 // The last time zone a call site was given, kept for the rest of its statement (in fn_extra).
 ZoneCache* zone_cache(FunctionCallInfo fcinfo) {
     ZoneCache* cache = nullptr;
@@ -246,7 +240,7 @@ Datum limit_call(FunctionCallInfo fcinfo, Action action) {
     EngineStorage storage;
     StateEngine& engine = native_engine(call.engine, action_function(action), storage);
     const StateKey key{native_space(), call.key};
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     calendar_window(call, now);
     return decision_datum(fcinfo, engine.decide(key, call.limit, now, call.cost, action));
 }
@@ -260,7 +254,7 @@ Datum allow_body(FunctionCallInfo fcinfo) {
     LimitCall call = read_limit_call(fcinfo);
     EngineStorage storage;
     StateEngine& engine = native_engine(call.engine, "ratelimit.allow()", storage);
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     calendar_window(call, now);
     return BoolGetDatum(engine
                             .decide(StateKey{native_space(), call.key}, call.limit, now, call.cost,
@@ -279,7 +273,7 @@ Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_nam
         state_keys.push_back(StateKey{native_space(), key});
     EngineStorage storage;
     StateEngine& engine = native_engine(call.engine, function_name, storage);
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     calendar_window(call, now);
     std::vector<Decision> decisions(keys.size());
     engine.decide_each(state_keys, call.limit, now, call.cost, action, decisions.data());
@@ -355,7 +349,7 @@ Datum block_body(FunctionCallInfo fcinfo) {
     EngineStorage storage;
     StateEngine& engine = native_engine(call.engine, "ratelimit.block()", storage);
     const StateKey state_key{native_space(), call.key};
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     return TimestampTzGetDatum(to_timestamptz(engine.block(state_key, now + call.duration, now)));
 }
 
@@ -463,7 +457,7 @@ Datum consume_all_body(FunctionCallInfo fcinfo) {
         return tier.engine != Engine::kMemory;
     });
     const Oid schema = uses_tables ? tables_schema() : InvalidOid;
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     sort_tiers(tiers, keys);
     const bool allowed = decide_tiers(tiers, keys, schema, "ratelimit.consume_all()", now, cost);
 
@@ -518,7 +512,7 @@ Decision native_call(FunctionCallInfo fcinfo, Action action, const char* functio
     EngineStorage storage;
     StateEngine& engine = native_engine(call.engine, function_name, storage);
     const StateKey key{native_space(), call.key};
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     calendar_window(call, now);
     *out = NativeCall{call.key, call.limit, call.cost, call.engine, now};
     return engine.decide(key, call.limit, now, call.cost, action);
@@ -529,10 +523,6 @@ Decision native_decide(Engine engine_kind, Datum key, const Limit& limit, Micros
     EngineStorage storage;
     StateEngine& engine = native_engine(engine_kind, function_name, storage);
     return engine.decide(StateKey{native_space(), key}, limit, now, cost, action);
-}
-
-Micros native_now() {
-    return now_checked();
 }
 
 Datum native_decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {

@@ -31,9 +31,6 @@ Decision native_call(FunctionCallInfo fcinfo, Action action, const char* functio
 Decision native_decide(Engine engine, Datum key, const Limit& limit, Micros now, std::int64_t cost,
                        Action action, const char* function_name);
 
-// The clock, checked (ratelimit.test_clock when set).
-Micros native_now();
-
 // A ratelimit.decision row.
 Datum native_decision_datum(FunctionCallInfo fcinfo, const Decision& decision);
 

@@ -324,7 +324,7 @@ Datum reserve_body(FunctionCallInfo fcinfo) {
     const Micros hold = hold_argument(fcinfo, kHoldArgument);
     prepare_backend();
     changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
-    const std::uint64_t id = take_slot(native_now());
+    const std::uint64_t id = take_slot(clock_now_checked());
 
     // The first seven arguments are consume's, read and decided by consume's own path: a view
     // of the call that holds only them.
@@ -381,7 +381,7 @@ Datum reserve_policy_body(FunctionCallInfo fcinfo) {
     const Micros hold = hold_argument(fcinfo, 3);
     prepare_backend();
     changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
-    const std::uint64_t id = take_slot(native_now());
+    const std::uint64_t id = take_slot(clock_now_checked());
 
     const PolicySubject subject =
         with_cost_as_estimate([&] { return decide_policy_subject(fcinfo, nullptr); });
@@ -401,7 +401,7 @@ Datum reserve_policy_body(FunctionCallInfo fcinfo) {
 // estimate, and answers what a one-unit peek says afterwards.
 Datum settle(FunctionCallInfo fcinfo, std::uint64_t id, std::int64_t actual,
              const char* function_name) {
-    const Micros now = native_now();
+    const Micros now = clock_now_checked();
     prepare_backend();
     changes->reserve(changes->size() + 1);
     std::uint32_t database = 0;
