@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "pg/bridge/arguments.hpp"
 #include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/memory_engine.hpp"
