@@ -61,7 +61,9 @@ PG_OBJS = \
 	src/pg/policies/subject_hash.o \
 	src/pg/postgrest/jwt_caller.o \
 	src/pg/postgrest/pre_request.o \
-	src/pg/router/routing.o \
+	src/pg/router/configuration.o \
+	src/pg/router/drop_ins.o \
+	src/pg/router/native_calls.o \
 	src/pg/shared_memory/shared_region.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 

@@ -35,17 +35,6 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-// The arguments shared by consume, peek and refund, checked.
-struct LimitCall {
-    Datum key = 0;
-    Limit limit;
-    std::int64_t cost = 0;
-    Engine engine = Engine::kTable;
-    // A calendar period: its window is set once now is read (calendar_window below).
-    CalendarUnit calendar = CalendarUnit::kNone;
-    pg_tz* zone = nullptr;
-};
-
 Engine read_engine(FunctionCallInfo fcinfo, int index) {
     return parse_engine("p_engine", name_argument(fcinfo, index, "p_engine"));
 }
@@ -124,23 +113,6 @@ LimitCall read_limit(FunctionCallInfo fcinfo) {
 void calendar_window(LimitCall& call, Micros now) {
     if (call.calendar != CalendarUnit::kNone)
         set_calendar_window(call.limit, call.calendar, call.zone, now);
-}
-
-// A consume or peek of more than the key could ever allow is a denial (decide() makes it); a
-// refund of more than one call could ever have taken is a mistake.
-void require_cost_for(const LimitCall& call, Action action) {
-    if (action == Action::kRefund && !cost_could_be_allowed(call.limit, call.cost))
-        throw ArgumentError::invalid(
-            "p_cost", "exceeds " + std::string(allowance_argument(call.limit)) + " (" +
-                          std::to_string(allowance(call.limit)) +
-                          "): a refund gives back at most what one call could take");
-}
-
-LimitCall read_limit_call(FunctionCallInfo fcinfo) {
-    const Datum key = key_argument(fcinfo, 0, "p_key");
-    LimitCall call = read_limit(fcinfo);
-    call.key = key;
-    return call;
 }
 
 // The last time zone a call site was given, kept for the rest of its statement (in fn_extra).
@@ -265,8 +237,9 @@ Datum allow_body(FunctionCallInfo fcinfo) {
 // consume_many and peek_many: each key decided on its own, in the order given, as a consume
 // (or peek) of that key alone would be; every key is checked before the first is decided.
 Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_name) {
-    const std::vector<Datum> keys = key_array_argument(fcinfo, 0, "p_key");
-    LimitCall call = read_limit(fcinfo);
+    ManyCall many = read_many_call(fcinfo);
+    const std::vector<Datum>& keys = many.keys;
+    LimitCall& call = many.limit;
     std::vector<StateKey> state_keys;
     state_keys.reserve(keys.size());
     for (const Datum key : keys)
@@ -278,32 +251,6 @@ Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_nam
     std::vector<Decision> decisions(keys.size());
     engine.decide_each(state_keys, call.limit, now, call.cost, action, decisions.data());
     return decision_array(fcinfo, decisions.data(), decisions.size());
-}
-
-// The router's checks of the native calls' arguments (ratelimit_router.consume, peek, refund,
-// allow, consume_many, peek_many, reset): read as the calls read them, nothing decided, so that
-// bad input is refused before a shard is asked.
-Datum limit_arguments_body(FunctionCallInfo fcinfo) {
-    read_limit_call(fcinfo);
-    return static_cast<Datum>(0);
-}
-
-// refund's, which also refuses a cost above what one call could take, as refund does.
-Datum refund_arguments_body(FunctionCallInfo fcinfo) {
-    require_cost_for(read_limit_call(fcinfo), Action::kRefund);
-    return static_cast<Datum>(0);
-}
-
-Datum many_arguments_body(FunctionCallInfo fcinfo) {
-    key_array_argument(fcinfo, 0, "p_key");
-    read_limit(fcinfo);
-    return static_cast<Datum>(0);
-}
-
-Datum reset_arguments_body(FunctionCallInfo fcinfo) {
-    key_argument(fcinfo, 0, "p_key");
-    read_engine(fcinfo, 1);
-    return static_cast<Datum>(0);
 }
 
 Datum consume_many_body(FunctionCallInfo fcinfo) {
@@ -323,25 +270,10 @@ Datum refund_body(FunctionCallInfo fcinfo) {
 }
 
 Datum reset_body(FunctionCallInfo fcinfo) {
-    const Datum key = key_argument(fcinfo, 0, "p_key");
-    const Engine engine_kind = read_engine(fcinfo, 1);
+    const ResetCall call = read_reset_call(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = native_engine(engine_kind, "ratelimit.reset()", storage);
-    return BoolGetDatum(engine.reset(StateKey{native_space(), key}));
-}
-
-struct BlockCall {
-    Datum key = 0;
-    Micros duration = 0;
-    Engine engine = Engine::kTable;
-};
-
-BlockCall read_block_call(FunctionCallInfo fcinfo) {
-    BlockCall call;
-    call.key = key_argument(fcinfo, 0, "p_key");
-    call.duration = interval_argument(fcinfo, 1, "p_duration");
-    call.engine = read_engine(fcinfo, 2);
-    return call;
+    StateEngine& engine = native_engine(call.engine, "ratelimit.reset()", storage);
+    return BoolGetDatum(engine.reset(StateKey{native_space(), call.key}));
 }
 
 Datum block_body(FunctionCallInfo fcinfo) {
@@ -351,13 +283,6 @@ Datum block_body(FunctionCallInfo fcinfo) {
     const StateKey state_key{native_space(), call.key};
     const Micros now = clock_now_checked();
     return TimestampTzGetDatum(to_timestamptz(engine.block(state_key, now + call.duration, now)));
-}
-
-// The router's check of block's arguments (ratelimit_router.block): read as block reads them,
-// nothing blocked, so that bad input is refused before a shard is asked.
-Datum block_arguments_body(FunctionCallInfo fcinfo) {
-    read_block_call(fcinfo);
-    return static_cast<Datum>(0);
 }
 
 // ---- consume_all: several limits decided as one --------------------------------------------
@@ -503,6 +428,47 @@ Datum validate_limit_body(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
+// ---- the calls' arguments, read and checked (pg/native/native_api.hpp) ----
+
+// A consume or peek of more than the key could ever allow is a denial (decide() makes it); a
+// refund of more than one call could ever have taken is a mistake.
+void require_cost_for(const LimitCall& call, Action action) {
+    if (action == Action::kRefund && !cost_could_be_allowed(call.limit, call.cost))
+        throw ArgumentError::invalid(
+            "p_cost", "exceeds " + std::string(allowance_argument(call.limit)) + " (" +
+                          std::to_string(allowance(call.limit)) +
+                          "): a refund gives back at most what one call could take");
+}
+
+LimitCall read_limit_call(FunctionCallInfo fcinfo) {
+    const Datum key = key_argument(fcinfo, 0, "p_key");
+    LimitCall call = read_limit(fcinfo);
+    call.key = key;
+    return call;
+}
+
+ManyCall read_many_call(FunctionCallInfo fcinfo) {
+    ManyCall call;
+    call.keys = key_array_argument(fcinfo, 0, "p_key");
+    call.limit = read_limit(fcinfo);
+    return call;
+}
+
+ResetCall read_reset_call(FunctionCallInfo fcinfo) {
+    ResetCall call;
+    call.key = key_argument(fcinfo, 0, "p_key");
+    call.engine = read_engine(fcinfo, 1);
+    return call;
+}
+
+BlockCall read_block_call(FunctionCallInfo fcinfo) {
+    BlockCall call;
+    call.key = key_argument(fcinfo, 0, "p_key");
+    call.duration = interval_argument(fcinfo, 1, "p_duration");
+    call.engine = read_engine(fcinfo, 2);
+    return call;
+}
+
 // ---- the consume path for reservations (pg/native/native_api.hpp) ----
 
 Decision native_call(FunctionCallInfo fcinfo, Action action, const char* function_name,
@@ -539,10 +505,5 @@ RATELIMIT_SQL_FUNCTION(ratelimit_peek_many, ratelimit::pg::peek_many_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_refund, ratelimit::pg::refund_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset, ratelimit::pg::reset_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block, ratelimit::pg::block_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_block_arguments, ratelimit::pg::block_arguments_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_limit_arguments, ratelimit::pg::limit_arguments_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_refund_arguments, ratelimit::pg::refund_arguments_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_many_arguments, ratelimit::pg::many_arguments_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_reset_arguments, ratelimit::pg::reset_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_consume_all, ratelimit::pg::consume_all_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_validate_limit, ratelimit::pg::validate_limit_body)
