@@ -20,7 +20,9 @@ CORE_OBJS = \
 	src/core/identity.o \
 	src/core/key_hash.o \
 	src/core/lease_table.o \
+	src/core/limit_checks.o \
 	src/core/memory_store.o \
+	src/core/memory_store_saved.o \
 	src/core/metrics_text.o \
 	src/core/offender_table.o \
 	src/core/policy.o \
