@@ -20,7 +20,9 @@ CORE_OBJS = \
 	src/core/identity.o \
 	src/core/key_hash.o \
 	src/core/lease_table.o \
+	src/core/limit_checks.o \
 	src/core/memory_store.o \
+	src/core/memory_store_saved.o \
 	src/core/metrics_text.o \
 	src/core/offender_table.o \
 	src/core/policy.o \
@@ -34,6 +36,7 @@ PG_OBJS = \
 	src/pg/bridge/arguments.o \
 	src/pg/bridge/calendar_window.o \
 	src/pg/bridge/clock.o \
+	src/pg/bridge/extension_schema.o \
 	src/pg/bridge/guard.o \
 	src/pg/bridge/result_row.o \
 	src/pg/bridge/spi_statement.o \
@@ -43,6 +46,7 @@ PG_OBJS = \
 	src/pg/drop_ins/sliding_window_limits.o \
 	src/pg/engines/key_state_table.o \
 	src/pg/engines/memory_engine.o \
+	src/pg/engines/memory_store_file.o \
 	src/pg/engines/memory_worker.o \
 	src/pg/engines/state_engines.o \
 	src/pg/module/module.o \
@@ -66,8 +70,10 @@ PG_OBJS = \
 	src/pg/policies/subject_hash.o \
 	src/pg/postgrest/jwt_caller.o \
 	src/pg/postgrest/pre_request.o \
+	src/pg/router/configuration.o \
+	src/pg/router/drop_ins.o \
+	src/pg/router/native_calls.o \
 	src/pg/router/policy_calls.o \
-	src/pg/router/routing.o \
 	src/pg/shared_memory/shared_region.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 

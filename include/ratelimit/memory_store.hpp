@@ -38,6 +38,7 @@
 // The keys of two databases never meet: their hashes differ (the server hashes the OID in).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -352,6 +353,54 @@ class MemoryStore {
     std::uint32_t* buckets_ = nullptr;
     LogEntry* logs_ = nullptr;
     RoomReport room_;
+};
+
+// ---- the block's layout: the store's own parts, defined here for the two files that implement
+// it (src/core/memory_store.cpp, and memory_store_saved.cpp for the saved form) ----
+
+static_assert(std::atomic<std::int64_t>::is_always_lock_free &&
+                  std::atomic<std::uint32_t>::is_always_lock_free,
+              "the databases' counts are shared between processes: their atomics must be "
+              "lock-free (and so address-free)");
+
+struct MemoryStore::Header {
+    std::int64_t capacity;
+    std::int64_t log_blocks;
+    HashSecret secret;
+};
+
+struct MemoryStore::DatabaseRow {
+    std::atomic<std::uint32_t> oid;
+    std::atomic<std::int64_t> entries;
+    std::atomic<std::int64_t> refusals;
+    std::atomic<std::int64_t> evictions;
+};
+
+struct MemoryStore::PartitionHeader {
+    std::uint32_t first;  // the partition's slots and buckets are [first, first + count)
+    std::uint32_t count;
+    std::uint32_t used;
+    std::uint32_t free_head;
+    // Where the next eviction starts looking, in [0, count): successive evictions look at
+    // successive runs of slots.
+    std::uint32_t sample_at;
+    std::uint32_t log_first;  // its log blocks are [log_first, log_first + log_count)
+    std::uint32_t log_count;
+    std::uint32_t log_used;
+    std::uint32_t log_free;
+    // Free slots held by reserve() for the next inserts, their database's share already
+    // counted; given back by release().
+    std::uint32_t claimed;
+    std::uint32_t full;  // the last look for a new key's slot found none free or expired
+    std::uint64_t uses;  // the last stamp given to a slot (MemorySlot::last_use)
+    // No slot of the partition expires before this: a full partition scans for expired slots
+    // only from then on. Lowered whenever a slot gets an earlier expiry.
+    Micros next_expiry;
+    std::int64_t evictions;
+    std::int64_t expired;
+    std::int64_t allowed;
+    std::int64_t denied;
+    std::int64_t refusals;
 };
 
 // True while a slot's sliding_window log lives in a log block.

@@ -8,51 +8,6 @@
 
 namespace ratelimit {
 
-static_assert(std::atomic<std::int64_t>::is_always_lock_free &&
-                  std::atomic<std::uint32_t>::is_always_lock_free,
-              "the databases' counts are shared between processes: their atomics must be "
-              "lock-free (and so address-free)");
-
-struct MemoryStore::Header {
-    std::int64_t capacity;
-    std::int64_t log_blocks;
-    HashSecret secret;
-};
-
-struct MemoryStore::DatabaseRow {
-    std::atomic<std::uint32_t> oid;
-    std::atomic<std::int64_t> entries;
-    std::atomic<std::int64_t> refusals;
-    std::atomic<std::int64_t> evictions;
-};
-
-struct MemoryStore::PartitionHeader {
-    std::uint32_t first;  // the partition's slots and buckets are [first, first + count)
-    std::uint32_t count;
-    std::uint32_t used;
-    std::uint32_t free_head;
-    // Where the next eviction starts looking, in [0, count): successive evictions look at
-    // successive runs of slots.
-    std::uint32_t sample_at;
-    std::uint32_t log_first;  // its log blocks are [log_first, log_first + log_count)
-    std::uint32_t log_count;
-    std::uint32_t log_used;
-    std::uint32_t log_free;
-    // Free slots held by reserve() for the next inserts, their database's share already
-    // counted; given back by release().
-    std::uint32_t claimed;
-    std::uint32_t full;  // the last look for a new key's slot found none free or expired
-    std::uint64_t uses;  // the last stamp given to a slot (MemorySlot::last_use)
-    // No slot of the partition expires before this: a full partition scans for expired slots
-    // only from then on. Lowered whenever a slot gets an earlier expiry.
-    Micros next_expiry;
-    std::int64_t evictions;
-    std::int64_t expired;
-    std::int64_t allowed;
-    std::int64_t denied;
-    std::int64_t refusals;
-};
-
 namespace {
 
 constexpr Micros kNever = INT64_MAX;
@@ -203,20 +158,6 @@ const MemoryStore::PartitionHeader& MemoryStore::partition_header(int partition)
 
 std::uint32_t& MemoryStore::bucket_of(const PartitionHeader& header, const KeyHash& key) noexcept {
     return buckets_[header.first + key.low % header.count];
-}
-
-std::vector<std::uint32_t> MemoryStore::slots_oldest_first(int partition) const {
-    const PartitionHeader& header = partitions_[partition];
-    std::vector<std::uint32_t> held;
-    held.reserve(header.used);
-    for (std::uint32_t i = header.first; i < header.first + header.count; ++i) {
-        if (slots_[i].database != 0)
-            held.push_back(i);
-    }
-    std::sort(held.begin(), held.end(), [&](std::uint32_t a, std::uint32_t b) {
-        return slots_[a].last_use < slots_[b].last_use;
-    });
-    return held;
 }
 
 std::uint32_t MemoryStore::index_of(const MemorySlot& slot) const noexcept {
@@ -495,17 +436,6 @@ void MemoryStore::store_state(PartitionHeader& header, const KeyState& state, Mi
     write_slot(header, words, state.log.data(), state.log.size(), new_block, slot);
 }
 
-void load_saved_state(const SavedSlot& saved, KeyState& state) {
-    state.algorithm = static_cast<Algorithm>(saved.algorithm);
-    state.blocked_until = saved.blocked_until;
-    state.instant = saved.instant;
-    state.amount = saved.amount;
-    state.carry = saved.carry;
-    state.measured_limit = saved.measured_limit;
-    state.measured_period = saved.measured_period;
-    state.log.assign(saved.log, saved.log + saved.log_count);
-}
-
 void require_memory_limit(const Limit&) {}
 
 Decision MemoryStore::refusal(int partition, const Limit& limit, const Decision& decided,
@@ -680,103 +610,6 @@ MemoryStats MemoryStore::stats(int partition) const noexcept {
     stats.log_blocks = header.log_count;
     stats.log_blocks_used = header.log_used;
     return stats;
-}
-
-void MemoryStore::saved_form(const MemorySlot& slot, SavedSlot& saved) const noexcept {
-    saved.key = slot.key;
-    saved.database = databases_[slot.database - 1].oid.load(std::memory_order_relaxed);
-    saved.algorithm = slot.algorithm;
-    saved.blocked_until = slot.blocked_until;
-    saved.expires_at = slot.expires_at;
-    saved.instant = saved.amount = saved.carry = 0;
-    saved.measured_limit = saved.measured_period = 0;
-    if (slot.algorithm == static_cast<std::int8_t>(Algorithm::kSlidingWindow)) {
-        saved.log_count = slot.log_count;
-        saved.instant = slot.state.log.instant;
-        if (has_log_block(slot)) {
-            std::memcpy(static_cast<void*>(saved.log), block_entries(slot.state.log.block),
-                        slot.log_count * sizeof(LogEntry));
-        } else {
-            for (int i = 0; i < slot.log_count; ++i)
-                saved.log[i] = LogEntry{slot.state.log.at[i], slot.state.log.units[i]};
-        }
-    } else {
-        saved.log_count = 0;
-        saved.instant = slot.state.counter.instant;
-        saved.amount = slot.state.counter.amount;
-        saved.carry = slot.state.counter.carry;
-        saved.measured_limit = slot.state.counter.measured_limit;
-        saved.measured_period = slot.state.counter.measured_period;
-    }
-}
-
-bool MemoryStore::plausible(const SavedSlot& saved) noexcept {
-    if (saved.algorithm < static_cast<std::int16_t>(Algorithm::kNone) ||
-        saved.algorithm > static_cast<std::int16_t>(Algorithm::kGcra))
-        return false;
-    if (saved.blocked_until < 0 || saved.blocked_until > kMaxInstant + kMaxWindow ||
-        saved.expires_at < 0)
-        return false;
-    const bool sliding = saved.algorithm == static_cast<std::int16_t>(Algorithm::kSlidingWindow);
-    if (saved.log_count > (sliding ? kMaxSlidingLog : 0))
-        return false;
-    if (!sliding) {
-        // What a bucket was measured in: nothing (0), or a limit and period in their ranges.
-        if (saved.measured_limit < 0 || saved.measured_limit > INT32_MAX ||
-            (saved.measured_period != 0 &&
-             (saved.measured_period < kMinPeriod || saved.measured_period > kMaxWindow)))
-            return false;
-    } else {
-        // The log is oldest first, one entry per distinct instant, each with some units, no
-        // more than a limit can hold.
-        for (int i = 0; i < saved.log_count; ++i) {
-            if (saved.log[i].units <= 0 || saved.log[i].units > INT32_MAX ||
-                (i > 0 && saved.log[i].at <= saved.log[i - 1].at))
-                return false;
-        }
-    }
-    return true;
-}
-
-bool MemoryStore::restore(const SavedSlot& saved, Micros now) {
-    room_ = RoomReport{};
-    if (!plausible(saved) || saved.expires_at <= now)
-        return false;
-    const int partition = partition_of(saved.key);
-    PartitionHeader& header = partitions_[partition];
-    // The saved keys are the store as it was: they are not held to a share, and a smaller
-    // store keeps the most recently used of them.
-    Tenant tenant;
-    tenant.database = database_index(saved.database);
-    tenant.evict = true;
-    MemorySlot* slot = find(partition, saved.key);
-    const bool fresh = slot == nullptr;
-    if (fresh)
-        slot = insert(header, saved.key, now, tenant, true);
-    if (slot == nullptr)
-        return false;
-    touch(header, index_of(*slot));
-    std::uint32_t new_block = kNoSlot;
-    if (saved.log_count > kMemoryLogCapacity && !has_log_block(*slot)) {
-        if (header.log_used == header.log_count &&
-            !make_room(header, now, tenant, Need{0, 1}, &saved.key, 1, true)) {
-            if (fresh)
-                free_slot(header, index_of(*slot));
-            return false;
-        }
-        new_block = take_block(header);
-    }
-    const Words words{static_cast<Algorithm>(saved.algorithm),
-                      saved.blocked_until,
-                      saved.expires_at,
-                      saved.instant,
-                      saved.amount,
-                      saved.carry,
-                      saved.measured_limit,
-                      saved.measured_period};
-    write_slot(header, words, saved.log, saved.log_count, new_block, *slot);
-    note_expiry(header, saved.expires_at);
-    return true;
 }
 
 }  // namespace ratelimit

@@ -67,6 +67,11 @@ Datum uuid_argument(FunctionCallInfo fcinfo, int index, const char* name) {
     return PG_GETARG_DATUM(index);
 }
 
+std::string_view text_bytes(Datum value) {
+    const text* t = reinterpret_cast<const text*>(DatumGetPointer(value));
+    return std::string_view(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
 std::string_view name_argument(FunctionCallInfo fcinfo, int index, const char* name) {
     require_not_null(fcinfo, index, name);
     const text* value =

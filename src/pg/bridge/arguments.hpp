@@ -20,6 +20,9 @@ std::int32_t int32_argument(FunctionCallInfo fcinfo, int index, const char* name
 
 Datum uuid_argument(FunctionCallInfo fcinfo, int index, const char* name);
 
+// The bytes of a text datum (detoasted, or short-header packed).
+std::string_view text_bytes(Datum value);
+
 // A text argument naming something (an algorithm, an engine), as a view of its bytes; valid
 // while the argument is (the rest of the call).
 std::string_view name_argument(FunctionCallInfo fcinfo, int index, const char* name);

@@ -5,6 +5,7 @@
 #include "pg/compat/compat.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/bridge/settings.hpp"
+#include "ratelimit/algorithms.hpp"
 #include "ratelimit/instant_text.hpp"
 
 extern "C" {
@@ -88,6 +89,12 @@ Micros from_timestamptz(TimestampTz timestamp) {
 
 Micros clock_now() {
     return from_timestamptz(test_clock_active ? test_clock_value : GetCurrentTimestamp());
+}
+
+Micros clock_now_checked() {
+    const Micros now = clock_now();
+    require_valid_instant(now);
+    return now;
 }
 
 // ratelimit.clock_now(): the instant decisions are made at, for tests and dashboards.

@@ -15,6 +15,10 @@ void assign_test_clock(const char* newval, void* extra);
 // Now, in core time (microseconds since the Unix epoch).
 Micros clock_now();
 
+// clock_now(), refused (ArgumentError naming the clock) unless between 1970 and the year 10000
+// (require_valid_instant): the clock every decision is made at.
+Micros clock_now_checked();
+
 TimestampTz to_timestamptz(Micros unix_micros);
 Micros from_timestamptz(TimestampTz timestamp);
 

@@ -7,6 +7,9 @@ SPIPlanPtr SpiStatement::plan_for(FunctionCallInfo fcinfo) {
     if (plan_ != nullptr && function_oid == function_oid_) {
         return plan_;
     }
+    // The calling function's schema on purpose, not extension_schema(): the drop-ins' tables
+    // (rpc_rate_limits, ...) live beside their functions, in the schema the app's drop-in
+    // extension was created in (often public); for the extension's own functions it is ratelimit.
     Oid schema_oid = get_func_namespace(function_oid);
     if (plan_ == nullptr || schema_oid != schema_oid_) {
         char* schema_name = get_namespace_name(schema_oid);

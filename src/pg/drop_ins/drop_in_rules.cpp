@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include "pg/bridge/arguments.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/memory_engine.hpp"
 #include "pg/policies/policy_cache.hpp"
@@ -49,7 +51,7 @@ DropInLimit drop_in_limit_for(const DropInArguments& arguments, const char* pref
     Oid schema = InvalidOid;
     bool has_policies = false;
     call_postgres([&] {
-        schema = get_namespace_oid("ratelimit", true);
+        schema = extension_schema_if_exists();
         has_policies = OidIsValid(schema) && OidIsValid(get_relname_relid("policies", schema));
     });
     std::optional<DropInPolicy> policy;
@@ -101,7 +103,7 @@ Datum user_name_key(const pg_uuid_t* user_id, Datum name) {
 
 Oid drop_in_state_schema() {
     Oid schema = InvalidOid;
-    call_postgres([&] { schema = get_namespace_oid("ratelimit", false); });
+    call_postgres([&] { schema = extension_schema(); });
     return schema;
 }
 

@@ -7,6 +7,7 @@
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/clock.hpp"
 #include "pg/drop_ins/drop_in_rules.hpp"
+#include "pg/drop_ins/endpoint_limits.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/postgrest/jwt_caller.hpp"
 #include "pg/bridge/spi_statement.hpp"
@@ -60,15 +61,8 @@ void require_own_quota(const pg_uuid_t* user_id) {
     require_may_act_on("p_user_id", user_id_caller(), target);
 }
 
-struct IncrementCall {
-    Datum user_id;
-    Datum endpoint;
-    std::int32_t increment;
-    AlignedWindow window;
-};
+}  // namespace
 
-// The arguments, checked, the window (from the policy endpoint.<p_endpoint> when there is
-// one) and the caller rule, before anything is written.
 IncrementCall read_increment_call(FunctionCallInfo fcinfo) {
     Datum user_id = uuid_argument(fcinfo, 0, "p_user_id");
     Datum endpoint = key_argument(fcinfo, 1, "p_endpoint");
@@ -84,12 +78,7 @@ IncrementCall read_increment_call(FunctionCallInfo fcinfo) {
     return IncrementCall{user_id, endpoint, increment, AlignedWindow(chosen.limit, chosen.length)};
 }
 
-// The router's check (ratelimit_router.increment_rate_limit): the arguments and the caller rule
-// as the call applies them, nothing counted, so that the router refuses what the shard would.
-Datum increment_rate_limit_arguments(FunctionCallInfo fcinfo) {
-    read_increment_call(fcinfo);
-    return static_cast<Datum>(0);
-}
+namespace {
 
 // increment_rate_limit(...) RETURNS jsonb {allowed, current, limit, retryAfter}.
 Datum increment_rate_limit(FunctionCallInfo fcinfo) {
@@ -156,5 +145,3 @@ Datum increment_rate_limit(FunctionCallInfo fcinfo) {
 
 RATELIMIT_SQL_FUNCTION(ratelimit_endpoint_limits_increment_rate_limit,
                        ratelimit::pg::increment_rate_limit)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_increment_rate_limit_arguments,
-                       ratelimit::pg::increment_rate_limit_arguments)

@@ -7,6 +7,7 @@
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/clock.hpp"
 #include "pg/drop_ins/drop_in_rules.hpp"
+#include "pg/drop_ins/rpc_limits.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/postgrest/jwt_caller.hpp"
 #include "pg/bridge/spi_statement.hpp"
@@ -42,18 +43,12 @@ constexpr Oid kRecordCallTypes[] = {UUIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPT
 
 SpiStatement record_call_statement(kRecordCallSql, 4, kRecordCallTypes);
 
-struct CallArguments {
-    Datum rpc_name;
-    RollingWindow window;
-};
-
 const DropInArguments kArgumentNames{"p_rpc_name", "p_max_calls", "p_window_minutes",
                                      kMicrosPerMinute};
 
-// Arguments shared by both functions, starting at position `first`; validated, and the window
-// taken from the policy rpc.<p_rpc_name> when there is one, before anything is read from the
-// session or written.
-CallArguments read_call_arguments(FunctionCallInfo fcinfo, int first) {
+}  // namespace
+
+RpcLimitCall read_rpc_limit_call(FunctionCallInfo fcinfo, int first) {
     Datum rpc_name = key_argument(fcinfo, first, "p_rpc_name");
     std::int32_t max_calls = int32_argument(fcinfo, first + 1, "p_max_calls");
     std::int32_t window_minutes = int32_argument(fcinfo, first + 2, "p_window_minutes");
@@ -61,11 +56,13 @@ CallArguments read_call_arguments(FunctionCallInfo fcinfo, int first) {
     window_length("p_window_minutes", window_minutes, kMicrosPerMinute);
     DropInLimit limit =
         drop_in_limit_for(kArgumentNames, "rpc.", rpc_name, max_calls, window_minutes);
-    return CallArguments{rpc_name, RollingWindow(limit.limit, limit.length)};
+    return RpcLimitCall{rpc_name, RollingWindow(limit.limit, limit.length)};
 }
 
+namespace {
+
 // Counts one call of `user_id` on the rpc and says whether it is allowed.
-bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& args) {
+bool record_call(FunctionCallInfo fcinfo, Datum user_id, const RpcLimitCall& args) {
     Micros now = clock_now();
     Micros expires = now + args.window.length();
     if (const std::optional<Engine> engine = drop_in_engine()) {
@@ -101,7 +98,7 @@ bool record_call(FunctionCallInfo fcinfo, Datum user_id, const CallArguments& ar
 // check_rate_limit(p_rpc_name, p_max_calls, p_window_minutes): the caller comes from the JWT;
 // an anonymous caller is allowed without being counted (the original function's fail-open).
 Datum check_rate_limit(FunctionCallInfo fcinfo) {
-    CallArguments args = read_call_arguments(fcinfo, 0);
+    RpcLimitCall args = read_rpc_limit_call(fcinfo, 0);
     std::optional<Uuid> caller = jwt_caller();
     if (!caller) {
         return BoolGetDatum(true);
@@ -111,43 +108,26 @@ Datum check_rate_limit(FunctionCallInfo fcinfo) {
     return BoolGetDatum(record_call(fcinfo, UUIDPGetDatum(&user_id), args));
 }
 
-struct ForUserCall {
-    Datum user_id;
-    CallArguments args;
-};
+}  // namespace
 
-// check_rate_limit_for_user's arguments, checked, and its caller rule: meant for trusted roles;
-// should a JWT role be granted it, it may only name its own id (the JWT sub).
-ForUserCall read_for_user_call(FunctionCallInfo fcinfo) {
+RpcLimitForUserCall read_rpc_limit_for_user_call(FunctionCallInfo fcinfo) {
     Datum user_id = uuid_argument(fcinfo, 0, "p_user_id");
-    CallArguments args = read_call_arguments(fcinfo, 1);
+    RpcLimitCall args = read_rpc_limit_call(fcinfo, 1);
     if (in_jwt_role()) {
         Uuid target;
         std::copy(DatumGetUUIDP(user_id)->data, DatumGetUUIDP(user_id)->data + target.size(),
                   target.begin());
         require_may_act_on("p_user_id", UserIdCaller{true, jwt_caller()}, target);
     }
-    return ForUserCall{user_id, args};
+    return RpcLimitForUserCall{user_id, args};
 }
+
+namespace {
 
 // check_rate_limit_for_user(p_user_id, p_rpc_name, p_max_calls, p_window_minutes).
 Datum check_rate_limit_for_user(FunctionCallInfo fcinfo) {
-    const ForUserCall call = read_for_user_call(fcinfo);
+    const RpcLimitForUserCall call = read_rpc_limit_for_user_call(fcinfo);
     return BoolGetDatum(record_call(fcinfo, call.user_id, call.args));
-}
-
-// The router's checks (ratelimit_router.check_rate_limit and check_rate_limit_for_user): the
-// arguments and the caller rule as the calls apply them, nothing counted, so that the router
-// refuses what the shard would.
-Datum check_rate_limit_arguments(FunctionCallInfo fcinfo) {
-    read_call_arguments(fcinfo, 0);
-    jwt_caller();  // a malformed identity is refused as the call refuses it
-    return static_cast<Datum>(0);
-}
-
-Datum check_rate_limit_for_user_arguments(FunctionCallInfo fcinfo) {
-    read_for_user_call(fcinfo);
-    return static_cast<Datum>(0);
 }
 
 }  // namespace
@@ -157,7 +137,3 @@ Datum check_rate_limit_for_user_arguments(FunctionCallInfo fcinfo) {
 RATELIMIT_SQL_FUNCTION(ratelimit_rpc_limits_check_rate_limit, ratelimit::pg::check_rate_limit)
 RATELIMIT_SQL_FUNCTION(ratelimit_rpc_limits_check_rate_limit_for_user,
                        ratelimit::pg::check_rate_limit_for_user)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_rpc_limit_arguments,
-                       ratelimit::pg::check_rate_limit_arguments)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_rpc_limit_for_user_arguments,
-                       ratelimit::pg::check_rate_limit_for_user_arguments)

@@ -16,6 +16,7 @@
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/clock.hpp"
 #include "pg/drop_ins/drop_in_rules.hpp"
+#include "pg/drop_ins/sliding_window_limits.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/memory_engine.hpp"
 #include "pg/bridge/result_row.hpp"
@@ -51,13 +52,6 @@ constexpr char kRecordSql[] =
 constexpr Oid kRecordTypes[] = {TEXTOID, TIMESTAMPTZOID, INT4OID, INT4OID};
 SpiStatement record_statement(kRecordSql, 4, kRecordTypes);
 
-struct KeyLimit {
-    Datum key;  // detoasted text
-    std::int32_t window_seconds;
-    SecondBuckets rule;
-    const char* limit_name;  // p_limit, p_global_limit, ...
-};
-
 struct KeysDecision {
     std::vector<BucketDecision> per_key;
     int denied = -1;                 // first key, in the caller's order, that denied
@@ -83,7 +77,7 @@ std::uint32_t lock_hash(Datum key) {
 // `decisions`, by tier index.
 class BucketTierEngine final : public TierEngine {
   public:
-    BucketTierEngine(FunctionCallInfo fcinfo, const std::vector<KeyLimit>& keys,
+    BucketTierEngine(FunctionCallInfo fcinfo, const std::vector<BucketKeyLimit>& keys,
                      std::vector<BucketDecision>* decisions)
         : fcinfo_(fcinfo), keys_(keys), decisions_(decisions) {}
 
@@ -123,7 +117,7 @@ class BucketTierEngine final : public TierEngine {
             }
             rows = static_cast<CountedRows*>(palloc0(sizeof(CountedRows) * count));
             for (std::size_t i = 0; i < count; ++i) {
-                const KeyLimit& key = keys_[tiers[i]->index];
+                const BucketKeyLimit& key = keys_[tiers[i]->index];
                 Datum values[] = {key.key,
                                   TimestampTzGetDatum(to_timestamptz(key.rule.counts_after(now)))};
                 int rc = SPI_execute_plan(counted_statement.plan_for(fcinfo_), values, nullptr,
@@ -170,7 +164,7 @@ class BucketTierEngine final : public TierEngine {
             if (record) {
                 Datum bucket = TimestampTzGetDatum(to_timestamptz(SecondBuckets::bucket_of(now)));
                 for (std::size_t i = 0; i < count; ++i) {
-                    const KeyLimit& key = keys_[tiers[i]->index];
+                    const BucketKeyLimit& key = keys_[tiers[i]->index];
                     Datum values[] = {key.key, bucket,
                                       Int32GetDatum(static_cast<std::int32_t>(cost)),
                                       Int32GetDatum(key.window_seconds)};
@@ -190,7 +184,7 @@ class BucketTierEngine final : public TierEngine {
 
   private:
     FunctionCallInfo fcinfo_;
-    const std::vector<KeyLimit>& keys_;
+    const std::vector<BucketKeyLimit>& keys_;
     std::vector<BucketDecision>* decisions_;
 };
 
@@ -200,8 +194,9 @@ class BucketTierEngine final : public TierEngine {
 // and W), and the waits come out in whole seconds. The keys are decided all or nothing by the
 // engines' own decide_tiers. Fills `per_key` as BucketTierEngine does and returns whether the
 // call was allowed.
-bool decide_keys_on_engine(Engine engine, const std::vector<KeyLimit>& keys, std::int64_t cost,
-                           const char* function_name, std::vector<BucketDecision>* per_key) {
+bool decide_keys_on_engine(Engine engine, const std::vector<BucketKeyLimit>& keys,
+                           std::int64_t cost, const char* function_name,
+                           std::vector<BucketDecision>* per_key) {
     const Micros now = SecondBuckets::bucket_of(clock_now());
     const Datum space = drop_in_space(DropInSpace::kRateLimitBuckets);
     std::vector<StateKey> state_keys(keys.size());
@@ -258,7 +253,7 @@ bool decide_keys_on_engine(Engine engine, const std::vector<KeyLimit>& keys, std
 
 // Decides a call of `cost` on every key, all or nothing (the core's decide_all_or_nothing): the
 // call is recorded in every key's bucket only if every key allows it.
-KeysDecision decide_keys(FunctionCallInfo fcinfo, const std::vector<KeyLimit>& keys,
+KeysDecision decide_keys(FunctionCallInfo fcinfo, const std::vector<BucketKeyLimit>& keys,
                          std::int64_t cost, const char* function_name) {
     KeysDecision decision;
     decision.per_key.resize(keys.size());
@@ -294,29 +289,24 @@ KeysDecision decide_keys(FunctionCallInfo fcinfo, const std::vector<KeyLimit>& k
     return decision;
 }
 
-KeyLimit key_limit(Datum key, std::int32_t limit, std::int32_t window_seconds,
-                   const char* limit_name, const char* window_name) {
+BucketKeyLimit key_limit(Datum key, std::int32_t limit, std::int32_t window_seconds,
+                         const char* limit_name, const char* window_name) {
     require_positive(limit_name, limit);
     Micros window = window_length(window_name, window_seconds, kMicrosPerSecond);
-    return KeyLimit{key, window_seconds, SecondBuckets(limit, window), limit_name};
+    return BucketKeyLimit{key, window_seconds, SecondBuckets(limit, window), limit_name};
 }
 
 Datum int_datum(std::int64_t value) {
     return Int32GetDatum(static_cast<std::int32_t>(value));
 }
 
-// check_rate_limit(p_key, p_limit, p_window_seconds, p_cost DEFAULT 1)
-//   RETURNS TABLE(allowed boolean, current_count integer, retry_after integer)
-struct KeyCall {
-    std::vector<KeyLimit> keys;
-    std::int32_t cost = 0;
-};
+}  // namespace
 
-KeyCall read_key_call(FunctionCallInfo fcinfo) {
+BucketKeyCall read_bucket_key_call(FunctionCallInfo fcinfo) {
     Datum key = key_argument(fcinfo, 0, "p_key");
     std::int32_t limit = int32_argument(fcinfo, 1, "p_limit");
     std::int32_t window_seconds = int32_argument(fcinfo, 2, "p_window_seconds");
-    KeyCall call;
+    BucketKeyCall call;
     call.cost = int32_argument(fcinfo, 3, "p_cost");
     call.keys.push_back(key_limit(key, limit, window_seconds, "p_limit", "p_window_seconds"));
     require_non_negative_cost("p_cost", call.cost);
@@ -327,16 +317,13 @@ KeyCall read_key_call(FunctionCallInfo fcinfo) {
     return call;
 }
 
-// The router's check of this call's arguments (ratelimit_router.check_rate_limit): read as the
-// call reads them, nothing counted, so that bad input is refused before a shard is asked.
-Datum check_rate_limit_arguments(FunctionCallInfo fcinfo) {
-    read_key_call(fcinfo);
-    return static_cast<Datum>(0);
-}
+namespace {
 
+// check_rate_limit(p_key, p_limit, p_window_seconds, p_cost DEFAULT 1)
+//   RETURNS TABLE(allowed boolean, current_count integer, retry_after integer)
 Datum check_rate_limit_buckets(FunctionCallInfo fcinfo) {
-    KeyCall call = read_key_call(fcinfo);
-    std::vector<KeyLimit>& keys = call.keys;
+    BucketKeyCall call = read_bucket_key_call(fcinfo);
+    std::vector<BucketKeyLimit>& keys = call.keys;
     const std::int32_t cost = call.cost;
     KeysDecision decision = decide_keys(fcinfo, keys, cost, "check_rate_limit");
     const BucketDecision& d = decision.per_key[0];
@@ -385,7 +372,7 @@ Datum check_rate_limit_tiers(FunctionCallInfo fcinfo) {
     // Only spaces would trim to the one empty subject every such caller shares.
     require_key("p_ip", VARSIZE_ANY_EXHDR(DatumGetPointer(normalized_ip)));
     require_key("p_email", VARSIZE_ANY_EXHDR(DatumGetPointer(normalized_email)));
-    std::vector<KeyLimit> keys{
+    std::vector<BucketKeyLimit> keys{
         key_limit(global_key, limits[0], windows[0], limit_names[0], window_names[0]),
         key_limit(hashed_key("ip", normalized_ip), limits[1], windows[1], limit_names[1],
                   window_names[1]),
@@ -417,5 +404,3 @@ RATELIMIT_SQL_FUNCTION(ratelimit_sliding_window_limits_check_rate_limit,
                        ratelimit::pg::check_rate_limit_buckets)
 RATELIMIT_SQL_FUNCTION(ratelimit_sliding_window_limits_check_rate_limit_tiers,
                        ratelimit::pg::check_rate_limit_tiers)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_check_rate_limit_arguments,
-                       ratelimit::pg::check_rate_limit_arguments)

@@ -1,4 +1,5 @@
-// The memory engine's shared memory, locks and file.
+// The memory engine's shared memory and locks (its file, saved and loaded across restarts, is
+// src/pg/engines/memory_store_file.cpp).
 //
 // Locking rules:
 //  - The store is split into kMemoryPartitions partitions, each guarded by one LWLock of the
@@ -23,21 +24,9 @@
 // Nothing here is transactional: a decision is in shared memory the moment the lock is
 // released, whatever the caller's transaction does next, and no WAL is written, so the engine
 // works in read-only transactions and on hot standbys.
-//
-// The file. At a clean shutdown the postmaster writes the store to pg_stat/ (a temp file, then
-// durable_rename); at start it reads it back, checks its magic, version, sizes and CRC, and
-// restores the keys that have not expired, oldest first, so the order of use survives too. The
-// states hold absolute instants of the server clock (microseconds since the Unix epoch), so
-// restoring them needs no translation: a key whose window ended while the server was down
-// decides as fresh, and a clock that went back is time standing still, as everywhere else.
-// With ratelimit.memory_snapshot_interval set, the worker also writes the file every so many
-// seconds and the file is kept after loading, so a crash loses at most that interval;
-// otherwise the file is deleted once loaded and a crash starts empty. Each server has its own
-// store: a file that came with a base backup (a new standby, a restore) is not loaded.
 #include "pg/engines/memory_engine.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -45,17 +34,13 @@
 #include <string>
 #include <vector>
 
-#include "pg/bridge/clock.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/bridge/settings.hpp"
+#include "pg/engines/memory_store_file.hpp"
 #include "pg/shared_memory/shared_region.hpp"
 
 extern "C" {
-#include "catalog/pg_control.h"
-#include "common/controldata_utils.h"
-#include "port/pg_crc32c.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/lwlock.h"
 }
@@ -67,27 +52,6 @@ void register_memory_worker();  // src/pg/engines/memory_worker.cpp
 namespace {
 
 constexpr const char* kTrancheName = "ratelimit memory engine";
-constexpr const char* kStateFile = "pg_stat/ratelimit_memory.state";
-constexpr const char* kStateTempFile = "pg_stat/ratelimit_memory.state.tmp";
-constexpr std::uint32_t kFileMagic = 0x524C4D53;  // "RLMS"
-// 2: each key records its database, and a sliding_window log of any length follows its key
-// (version 1 kept at most 6 entries inside the key's fixed record). A version 1 file is
-// ignored with a LOG line: its keys cannot be told apart by database.
-constexpr std::uint32_t kFileVersion = 2;
-
-struct FileHeader {
-    std::uint32_t magic;
-    std::uint32_t version;
-    std::uint32_t slot_bytes;  // the fixed part of each key (kSavedSlotFixedBytes)
-    std::uint32_t partitions;
-    HashSecret secret;
-    Micros saved_at;
-    std::int64_t count;
-    // CRC-32C of the `count` keys that follow, each its fixed part then its log_count entries
-    std::uint32_t entries_crc;
-    std::uint32_t reserved;
-};
-
 // A pressure WARNING at most this often.
 constexpr TimestampTz kPressureWarningInterval = 60 * USECS_PER_SEC;
 
@@ -136,114 +100,6 @@ HashSecret fresh_secret() {
     return secret;
 }
 
-// Whether the server last stopped cleanly: the shutdown checkpoint marks the control file
-// "shut down" (or "shut down in recovery" on a standby). An immediate stop or a crash leaves it
-// "in production" or "in recovery", and then the store in shared memory may have been
-// half-written by a backend killed under its partition lock.
-bool stopped_cleanly() {
-    bool crc_ok = false;
-    ControlFileData* control = get_controlfile(DataDir, &crc_ok);
-    const bool clean =
-        crc_ok && (control->state == DB_SHUTDOWNED || control->state == DB_SHUTDOWNED_IN_RECOVERY);
-    pfree(control);
-    return clean;
-}
-
-// Reads one key of the file into `saved`, adding its bytes to `crc`: false at the end of the
-// file, on a short read, or on a log longer than any this version writes.
-bool read_saved(FILE* file, SavedSlot& saved, pg_crc32c* crc) {
-    if (fread(&saved, kSavedSlotFixedBytes, 1, file) != 1 || saved.log_count > kMaxSlidingLog)
-        return false;
-    const std::size_t entries = saved.log_count;
-    if (entries > 0 && fread(saved.log, sizeof(LogEntry), entries, file) != entries)
-        return false;
-    COMP_CRC32C(*crc, &saved, kSavedSlotFixedBytes);
-    COMP_CRC32C(*crc, saved.log, entries * sizeof(LogEntry));
-    return true;
-}
-
-// Reads the saved store into the (just created, empty) block. Any problem with the file is
-// logged and leaves the store empty: a bad file must never stop the server from starting.
-// After a clean stop the file is what that stop saved. After a crash it can only be a
-// snapshot, and it is used only while snapshots are on: one left from when they were on must
-// not bring back old counts.
-void load_state_file() {
-    // A data directory made from a base backup starts with backup_label (its startup process
-    // renames it only later): a file beside it was copied from the server backed up, whose store
-    // it is, and would bring back counts that server may have reset since.
-    if (access("backup_label", F_OK) == 0) {
-        if (unlink(kStateFile) == 0)
-            ereport(LOG, (errmsg("ratelimit: \"%s\" came with a base backup and is another "
-                                 "server's: the memory engine starts empty",
-                                 kStateFile)));
-        return;
-    }
-    if (setting::memory_snapshot_interval == 0 && !stopped_cleanly()) {
-        if (unlink(kStateFile) == 0)
-            ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly and snapshots are "
-                                 "off: the memory engine starts empty")));
-        return;
-    }
-    FILE* file = AllocateFile(kStateFile, PG_BINARY_R);
-    if (file == nullptr) {
-        if (errno != ENOENT)
-            ereport(LOG, (errcode_for_file_access(),
-                          errmsg("ratelimit: could not read \"%s\": %m", kStateFile)));
-        return;
-    }
-    char problem[160] = {0};
-    FileHeader header;
-    // Plain data only here (no destructor): the postmaster has no error recovery to unwind.
-    static SavedSlot saved;
-    if (fread(&header, sizeof header, 1, file) != 1 || header.magic != kFileMagic) {
-        snprintf(problem, sizeof problem, "not a ratelimit memory engine file");
-    } else if (header.version != kFileVersion) {
-        snprintf(problem, sizeof problem,
-                 "written in format version %u, and this version of ratelimit reads version %u",
-                 header.version, kFileVersion);
-    } else if (header.slot_bytes != kSavedSlotFixedBytes ||
-               header.partitions != kMemoryPartitions || header.count < 0) {
-        snprintf(problem, sizeof problem, "its header does not match this build");
-    } else {
-        // First pass: the whole file must be intact before anything from it is used.
-        pg_crc32c crc;
-        INIT_CRC32C(crc);
-        std::int64_t read = 0;
-        while (read < header.count && read_saved(file, saved, &crc))
-            ++read;
-        FIN_CRC32C(crc);
-        if (read != header.count || fgetc(file) != EOF)
-            snprintf(problem, sizeof problem, "its length does not match its header");
-        else if (!EQ_CRC32C(crc, header.entries_crc))
-            snprintf(problem, sizeof problem, "its checksum does not match");
-    }
-    if (problem[0] != '\0') {
-        ereport(LOG, (errmsg("ratelimit: ignoring \"%s\": %s; the memory engine starts empty",
-                             kStateFile, problem)));
-        FreeFile(file);
-        unlink(kStateFile);
-        return;
-    }
-    // The keys were hashed with the saved secret: the store must keep using it.
-    MemoryStore store =
-        MemoryStore::create(store_block(), setting::memory_capacity, log_blocks(), header.secret);
-    const Micros now = clock_now();
-    std::int64_t restored = 0;
-    if (fseeko(file, static_cast<off_t>(sizeof header), SEEK_SET) == 0) {
-        pg_crc32c ignored;
-        INIT_CRC32C(ignored);
-        for (std::int64_t i = 0; i < header.count && read_saved(file, saved, &ignored); ++i) {
-            if (store.restore(saved, now))
-                ++restored;
-        }
-    }
-    FreeFile(file);
-    if (setting::memory_snapshot_interval == 0)
-        unlink(kStateFile);
-    ereport(LOG, (errmsg("ratelimit: memory engine restored %lld of %lld saved keys",
-                         static_cast<long long>(restored), static_cast<long long>(header.count))));
-}
-
 void save_at_shutdown(int code, Datum) {
     // After a crash or an immediate stop the store may be half-written: keep the last good
     // file (a snapshot) instead. An immediate stop exits with code 0, so the control file
@@ -271,7 +127,7 @@ void started(void* block, bool created) {
     if (!IsUnderPostmaster) {
         on_shmem_exit(save_at_shutdown, 0);
         if (created)
-            load_state_file();
+            load_store_file(store_block(), log_blocks());
     }
 }
 
@@ -711,56 +567,22 @@ std::int64_t memory_expire_all(Micros now) {
 }
 
 bool memory_save() {
-    FILE* file = AllocateFile(kStateTempFile, PG_BINARY_W);
-    if (file == nullptr) {
-        ereport(LOG, (errcode_for_file_access(),
-                      errmsg("ratelimit: could not write \"%s\": %m", kStateTempFile)));
-        return false;
-    }
     MemoryStore store = MemoryStore::attach(store_block());
+    StoreFileWriter writer;
+    if (!begin_store_file(&writer, store.secret()))
+        return false;
     // The postmaster saves after every other process has exited, and has no PGPROC to wait
     // on a lock with; the worker saves while backends run and must lock.
     const bool lock = IsUnderPostmaster;
-    FileHeader header{};
-    header.magic = kFileMagic;
-    header.version = kFileVersion;
-    header.slot_bytes = kSavedSlotFixedBytes;
-    header.partitions = kMemoryPartitions;
-    header.secret = store.secret();
-    header.saved_at = clock_now();
-    bool written = fwrite(&header, sizeof header, 1, file) == 1;
-    pg_crc32c crc;
-    INIT_CRC32C(crc);
-    for (int p = 0; p < kMemoryPartitions && written; ++p) {
+    for (int p = 0; p < kMemoryPartitions && writer.written; ++p) {
         if (lock)
             LWLockAcquire(partition_lock(p), LW_SHARED);
-        store.for_each_oldest_first(p, [&](const SavedSlot& saved) {
-            const std::size_t entries = saved.log_count;
-            if (written && fwrite(&saved, kSavedSlotFixedBytes, 1, file) == 1 &&
-                (entries == 0 || fwrite(saved.log, sizeof(LogEntry), entries, file) == entries)) {
-                COMP_CRC32C(crc, &saved, kSavedSlotFixedBytes);
-                COMP_CRC32C(crc, saved.log, entries * sizeof(LogEntry));
-                ++header.count;
-            } else {
-                written = false;
-            }
-        });
+        store.for_each_oldest_first(
+            p, [&](const SavedSlot& saved) { write_store_file_slot(&writer, saved); });
         if (lock)
             LWLockRelease(partition_lock(p));
     }
-    FIN_CRC32C(crc);
-    header.entries_crc = crc;
-    written = written && fseeko(file, 0, SEEK_SET) == 0 &&
-              fwrite(&header, sizeof header, 1, file) == 1 && fflush(file) == 0;
-    if (FreeFile(file) != 0)
-        written = false;
-    if (!written) {
-        ereport(LOG, (errcode_for_file_access(),
-                      errmsg("ratelimit: could not write \"%s\": %m", kStateTempFile)));
-        unlink(kStateTempFile);
-        return false;
-    }
-    return durable_rename(kStateTempFile, kStateFile, LOG) == 0;
+    return finish_store_file(&writer);
 }
 
 int memory_expire_interval_seconds() {

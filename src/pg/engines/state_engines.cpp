@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "pg/bridge/arguments.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/memory_engine.hpp"
 
@@ -241,11 +242,6 @@ Datum native_space() {
         });
     }
     return PointerGetDatum(empty);
-}
-
-std::string_view text_bytes(Datum value) {
-    const text* t = reinterpret_cast<const text*>(DatumGetPointer(value));
-    return std::string_view(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 }
 
 void TableStateEngine::open(Engine engine, Oid schema, const char* function_name) {

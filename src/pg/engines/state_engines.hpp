@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "pg/engines/key_state_table.hpp"
@@ -51,9 +50,6 @@ void sort_tiers(std::vector<TierCall>& tiers, const std::vector<StateKey>& keys)
 
 // The namespace of the native API's keys: the empty text.
 Datum native_space();
-
-// The bytes of a text datum (detoasted, or short-header packed).
-std::string_view text_bytes(Datum value);
 
 // ---- storage for state_engine(): plain members, so that it can sit on any C++ stack ----
 

@@ -12,6 +12,7 @@
 
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/engines/memory_engine.hpp"
@@ -289,8 +290,7 @@ Datum acquire_body(FunctionCallInfo fcinfo) {
     const Micros max_hold = PG_ARGISNULL(4) ? 0 : interval_argument(fcinfo, 4, "p_max_hold");
     if (max_hold != 0 && max_hold < kMinPeriod)
         throw ArgumentError::invalid("p_max_hold", "must be at least 1 millisecond");
-    const Micros now = clock_now();
-    require_valid_instant(now);
+    const Micros now = clock_now_checked();
     const LeaseAnswer answer = take_lease(lease_key(key), limit, cost, now, max_hold, session);
     return lease_datum(fcinfo,
                        answer.allowed ? std::optional<std::uint64_t>(answer.id) : std::nullopt,
@@ -435,7 +435,7 @@ Datum acquire_policy_body(FunctionCallInfo fcinfo) {
 Datum lease_decision_body(FunctionCallInfo fcinfo) {
     const std::string_view name = name_argument(fcinfo, 0, "p_policy");
     Oid schema = InvalidOid;
-    call_postgres([&] { schema = get_func_namespace(fcinfo->flinfo->fn_oid); });
+    call_postgres([&] { schema = extension_schema(); });
     const PolicyCatalog& catalog = policy_catalog(schema);
     const PolicyRule* rule = &concurrency_policy(catalog, name);
     if (PG_ARGISNULL(1))
@@ -463,8 +463,7 @@ Datum lease_decision_body(FunctionCallInfo fcinfo) {
     const std::optional<std::int64_t> retry_ms =
         lease_nulls[4] ? std::nullopt : std::optional<std::int64_t>(DatumGetInt64(lease[4]));
     const std::int64_t period_ms = (rule->period + 500) / 1000;
-    const Micros now = clock_now();
-    require_valid_instant(now);
+    const Micros now = clock_now_checked();
 
     // Read back as acquire_policy wrote it (see there).
     PolicyReason reason = PolicyReason::kWithinLimits;

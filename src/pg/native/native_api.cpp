@@ -15,6 +15,7 @@
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/calendar_window.hpp"
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/key_state_table.hpp"
 #include "pg/engines/memory_engine.hpp"
@@ -33,17 +34,6 @@ extern "C" {
 
 namespace ratelimit::pg {
 namespace {
-
-// The arguments shared by consume, peek and refund, checked.
-struct LimitCall {
-    Datum key = 0;
-    Limit limit;
-    std::int64_t cost = 0;
-    Engine engine = Engine::kTable;
-    // A calendar period: its window is set once now is read (calendar_window below).
-    CalendarUnit calendar = CalendarUnit::kNone;
-    pg_tz* zone = nullptr;
-};
 
 Engine read_engine(FunctionCallInfo fcinfo, int index) {
     return parse_engine("p_engine", name_argument(fcinfo, index, "p_engine"));
@@ -125,59 +115,23 @@ void calendar_window(LimitCall& call, Micros now) {
         set_calendar_window(call.limit, call.calendar, call.zone, now);
 }
 
-// A consume or peek of more than the key could ever allow is a denial (decide() makes it); a
-// refund of more than one call could ever have taken is a mistake.
-void require_cost_for(const LimitCall& call, Action action) {
-    if (action == Action::kRefund && !cost_could_be_allowed(call.limit, call.cost))
-        throw ArgumentError::invalid(
-            "p_cost", "exceeds " + std::string(allowance_argument(call.limit)) + " (" +
-                          std::to_string(allowance(call.limit)) +
-                          "): a refund gives back at most what one call could take");
-}
-
-LimitCall read_limit_call(FunctionCallInfo fcinfo) {
-    const Datum key = key_argument(fcinfo, 0, "p_key");
-    LimitCall call = read_limit(fcinfo);
-    call.key = key;
-    return call;
-}
-
-Micros now_checked() {
-    const Micros now = clock_now();
-    require_valid_instant(now);
-    return now;
-}
-
-// What a call site looks up once and keeps for the rest of its statement (in fn_extra): the
-// schema the function lives in, where the table engines' tables are, and the last time zone
-// it was given.
-struct CallSite {
-    Oid schema = InvalidOid;
-    ZoneCache zone;
-};
-
-// Called inside call_postgres().
-CallSite* call_site(FunctionCallInfo fcinfo) {
-    FmgrInfo* flinfo = fcinfo->flinfo;
-    if (flinfo->fn_extra == nullptr) {
-        auto* site =
-            static_cast<CallSite*>(MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(CallSite)));
-        site->schema = get_func_namespace(flinfo->fn_oid);
-        flinfo->fn_extra = site;
-    }
-    return static_cast<CallSite*>(flinfo->fn_extra);
-}
-
-Oid calling_schema(FunctionCallInfo fcinfo) {
-    Oid schema = InvalidOid;
-    call_postgres([&] { schema = call_site(fcinfo)->schema; });
-    return schema;
-}
-
+// The last time zone a call site was given, kept for the rest of its statement (in fn_extra).
 ZoneCache* zone_cache(FunctionCallInfo fcinfo) {
     ZoneCache* cache = nullptr;
-    call_postgres([&] { cache = &call_site(fcinfo)->zone; });
+    call_postgres([&] {
+        FmgrInfo* flinfo = fcinfo->flinfo;
+        if (flinfo->fn_extra == nullptr)
+            flinfo->fn_extra = MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(ZoneCache));
+        cache = static_cast<ZoneCache*>(flinfo->fn_extra);
+    });
     return cache;
+}
+
+// The schema of the table engines' tables: the extension's.
+Oid tables_schema() {
+    Oid schema = InvalidOid;
+    call_postgres([&] { schema = extension_schema(); });
+    return schema;
 }
 
 constexpr int kDecisionColumns = 5;
@@ -242,10 +196,9 @@ const char* action_function(Action action) {
     return "ratelimit";
 }
 
-// The engine of a native call; only the table engines need the schema of the calling function.
-StateEngine& native_engine(FunctionCallInfo fcinfo, Engine engine, const char* function_name,
-                           EngineStorage& storage) {
-    const Oid schema = engine == Engine::kMemory ? InvalidOid : calling_schema(fcinfo);
+// The engine of a native call; only the table engines need the schema of their tables.
+StateEngine& native_engine(Engine engine, const char* function_name, EngineStorage& storage) {
+    const Oid schema = engine == Engine::kMemory ? InvalidOid : tables_schema();
     return state_engine(engine, schema, function_name, storage);
 }
 
@@ -257,9 +210,9 @@ Datum limit_call(FunctionCallInfo fcinfo, Action action) {
         require_valid_limit(call.limit);
     }
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, action_function(action), storage);
+    StateEngine& engine = native_engine(call.engine, action_function(action), storage);
     const StateKey key{native_space(), call.key};
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     calendar_window(call, now);
     return decision_datum(fcinfo, engine.decide(key, call.limit, now, call.cost, action));
 }
@@ -272,8 +225,8 @@ Datum consume_body(FunctionCallInfo fcinfo) {
 Datum allow_body(FunctionCallInfo fcinfo) {
     LimitCall call = read_limit_call(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, "ratelimit.allow()", storage);
-    const Micros now = now_checked();
+    StateEngine& engine = native_engine(call.engine, "ratelimit.allow()", storage);
+    const Micros now = clock_now_checked();
     calendar_window(call, now);
     return BoolGetDatum(engine
                             .decide(StateKey{native_space(), call.key}, call.limit, now, call.cost,
@@ -284,45 +237,20 @@ Datum allow_body(FunctionCallInfo fcinfo) {
 // consume_many and peek_many: each key decided on its own, in the order given, as a consume
 // (or peek) of that key alone would be; every key is checked before the first is decided.
 Datum many_call(FunctionCallInfo fcinfo, Action action, const char* function_name) {
-    const std::vector<Datum> keys = key_array_argument(fcinfo, 0, "p_key");
-    LimitCall call = read_limit(fcinfo);
+    ManyCall many = read_many_call(fcinfo);
+    const std::vector<Datum>& keys = many.keys;
+    LimitCall& call = many.limit;
     std::vector<StateKey> state_keys;
     state_keys.reserve(keys.size());
     for (const Datum key : keys)
         state_keys.push_back(StateKey{native_space(), key});
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, function_name, storage);
-    const Micros now = now_checked();
+    StateEngine& engine = native_engine(call.engine, function_name, storage);
+    const Micros now = clock_now_checked();
     calendar_window(call, now);
     std::vector<Decision> decisions(keys.size());
     engine.decide_each(state_keys, call.limit, now, call.cost, action, decisions.data());
     return decision_array(fcinfo, decisions.data(), decisions.size());
-}
-
-// The router's checks of the native calls' arguments (ratelimit_router.consume, peek, refund,
-// allow, consume_many, peek_many, reset): read as the calls read them, nothing decided, so that
-// bad input is refused before a shard is asked.
-Datum limit_arguments_body(FunctionCallInfo fcinfo) {
-    read_limit_call(fcinfo);
-    return static_cast<Datum>(0);
-}
-
-// refund's, which also refuses a cost above what one call could take, as refund does.
-Datum refund_arguments_body(FunctionCallInfo fcinfo) {
-    require_cost_for(read_limit_call(fcinfo), Action::kRefund);
-    return static_cast<Datum>(0);
-}
-
-Datum many_arguments_body(FunctionCallInfo fcinfo) {
-    key_array_argument(fcinfo, 0, "p_key");
-    read_limit(fcinfo);
-    return static_cast<Datum>(0);
-}
-
-Datum reset_arguments_body(FunctionCallInfo fcinfo) {
-    key_argument(fcinfo, 0, "p_key");
-    read_engine(fcinfo, 1);
-    return static_cast<Datum>(0);
 }
 
 Datum consume_many_body(FunctionCallInfo fcinfo) {
@@ -342,41 +270,19 @@ Datum refund_body(FunctionCallInfo fcinfo) {
 }
 
 Datum reset_body(FunctionCallInfo fcinfo) {
-    const Datum key = key_argument(fcinfo, 0, "p_key");
-    const Engine engine_kind = read_engine(fcinfo, 1);
+    const ResetCall call = read_reset_call(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, engine_kind, "ratelimit.reset()", storage);
-    return BoolGetDatum(engine.reset(StateKey{native_space(), key}));
-}
-
-struct BlockCall {
-    Datum key = 0;
-    Micros duration = 0;
-    Engine engine = Engine::kTable;
-};
-
-BlockCall read_block_call(FunctionCallInfo fcinfo) {
-    BlockCall call;
-    call.key = key_argument(fcinfo, 0, "p_key");
-    call.duration = interval_argument(fcinfo, 1, "p_duration");
-    call.engine = read_engine(fcinfo, 2);
-    return call;
+    StateEngine& engine = native_engine(call.engine, "ratelimit.reset()", storage);
+    return BoolGetDatum(engine.reset(StateKey{native_space(), call.key}));
 }
 
 Datum block_body(FunctionCallInfo fcinfo) {
     const BlockCall call = read_block_call(fcinfo);
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, "ratelimit.block()", storage);
+    StateEngine& engine = native_engine(call.engine, "ratelimit.block()", storage);
     const StateKey state_key{native_space(), call.key};
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     return TimestampTzGetDatum(to_timestamptz(engine.block(state_key, now + call.duration, now)));
-}
-
-// The router's check of block's arguments (ratelimit_router.block): read as block reads them,
-// nothing blocked, so that bad input is refused before a shard is asked.
-Datum block_arguments_body(FunctionCallInfo fcinfo) {
-    read_block_call(fcinfo);
-    return static_cast<Datum>(0);
 }
 
 // ---- consume_all: several limits decided as one --------------------------------------------
@@ -475,8 +381,8 @@ Datum consume_all_body(FunctionCallInfo fcinfo) {
     const bool uses_tables = std::any_of(tiers.begin(), tiers.end(), [](const TierCall& tier) {
         return tier.engine != Engine::kMemory;
     });
-    const Oid schema = uses_tables ? calling_schema(fcinfo) : InvalidOid;
-    const Micros now = now_checked();
+    const Oid schema = uses_tables ? tables_schema() : InvalidOid;
+    const Micros now = clock_now_checked();
     sort_tiers(tiers, keys);
     const bool allowed = decide_tiers(tiers, keys, schema, "ratelimit.consume_all()", now, cost);
 
@@ -522,6 +428,47 @@ Datum validate_limit_body(FunctionCallInfo fcinfo) {
 
 }  // namespace
 
+// ---- the calls' arguments, read and checked (pg/native/native_api.hpp) ----
+
+// A consume or peek of more than the key could ever allow is a denial (decide() makes it); a
+// refund of more than one call could ever have taken is a mistake.
+void require_cost_for(const LimitCall& call, Action action) {
+    if (action == Action::kRefund && !cost_could_be_allowed(call.limit, call.cost))
+        throw ArgumentError::invalid(
+            "p_cost", "exceeds " + std::string(allowance_argument(call.limit)) + " (" +
+                          std::to_string(allowance(call.limit)) +
+                          "): a refund gives back at most what one call could take");
+}
+
+LimitCall read_limit_call(FunctionCallInfo fcinfo) {
+    const Datum key = key_argument(fcinfo, 0, "p_key");
+    LimitCall call = read_limit(fcinfo);
+    call.key = key;
+    return call;
+}
+
+ManyCall read_many_call(FunctionCallInfo fcinfo) {
+    ManyCall call;
+    call.keys = key_array_argument(fcinfo, 0, "p_key");
+    call.limit = read_limit(fcinfo);
+    return call;
+}
+
+ResetCall read_reset_call(FunctionCallInfo fcinfo) {
+    ResetCall call;
+    call.key = key_argument(fcinfo, 0, "p_key");
+    call.engine = read_engine(fcinfo, 1);
+    return call;
+}
+
+BlockCall read_block_call(FunctionCallInfo fcinfo) {
+    BlockCall call;
+    call.key = key_argument(fcinfo, 0, "p_key");
+    call.duration = interval_argument(fcinfo, 1, "p_duration");
+    call.engine = read_engine(fcinfo, 2);
+    return call;
+}
+
 // ---- the consume path for reservations (pg/native/native_api.hpp) ----
 
 Decision native_call(FunctionCallInfo fcinfo, Action action, const char* function_name,
@@ -529,23 +476,19 @@ Decision native_call(FunctionCallInfo fcinfo, Action action, const char* functio
     LimitCall call = read_limit_call(fcinfo);
     require_cost_for(call, action);
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, call.engine, function_name, storage);
+    StateEngine& engine = native_engine(call.engine, function_name, storage);
     const StateKey key{native_space(), call.key};
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     calendar_window(call, now);
     *out = NativeCall{call.key, call.limit, call.cost, call.engine, now};
     return engine.decide(key, call.limit, now, call.cost, action);
 }
 
-Decision native_decide(FunctionCallInfo fcinfo, Engine engine_kind, Datum key, const Limit& limit,
-                       Micros now, std::int64_t cost, Action action, const char* function_name) {
+Decision native_decide(Engine engine_kind, Datum key, const Limit& limit, Micros now,
+                       std::int64_t cost, Action action, const char* function_name) {
     EngineStorage storage;
-    StateEngine& engine = native_engine(fcinfo, engine_kind, function_name, storage);
+    StateEngine& engine = native_engine(engine_kind, function_name, storage);
     return engine.decide(StateKey{native_space(), key}, limit, now, cost, action);
-}
-
-Micros native_now() {
-    return now_checked();
 }
 
 Datum native_decision_datum(FunctionCallInfo fcinfo, const Decision& decision) {
@@ -562,10 +505,5 @@ RATELIMIT_SQL_FUNCTION(ratelimit_peek_many, ratelimit::pg::peek_many_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_refund, ratelimit::pg::refund_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_reset, ratelimit::pg::reset_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_block, ratelimit::pg::block_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_block_arguments, ratelimit::pg::block_arguments_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_limit_arguments, ratelimit::pg::limit_arguments_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_refund_arguments, ratelimit::pg::refund_arguments_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_many_arguments, ratelimit::pg::many_arguments_body)
-RATELIMIT_SQL_FUNCTION(ratelimit_router_reset_arguments, ratelimit::pg::reset_arguments_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_consume_all, ratelimit::pg::consume_all_body)
 RATELIMIT_SQL_FUNCTION(ratelimit_validate_limit, ratelimit::pg::validate_limit_body)

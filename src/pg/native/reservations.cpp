@@ -10,6 +10,7 @@
 
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/native/native_api.hpp"
@@ -323,7 +324,7 @@ Datum reserve_body(FunctionCallInfo fcinfo) {
     const Micros hold = hold_argument(fcinfo, kHoldArgument);
     prepare_backend();
     changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
-    const std::uint64_t id = take_slot(native_now());
+    const std::uint64_t id = take_slot(clock_now_checked());
 
     // The first seven arguments are consume's, read and decided by consume's own path: a view
     // of the call that holds only them.
@@ -350,12 +351,12 @@ Datum reserve_body(FunctionCallInfo fcinfo) {
 
 // The adjustment of a reservation made through a policy (reserve_policy): on the policy's own
 // counter key, never a native key, under the limit the reservation was decided with.
-Decision settle_policy_key(FunctionCallInfo fcinfo, const Reservation& made, Datum key, Micros now,
-                           std::int64_t units, Action action, const char* function_name) {
+Decision settle_policy_key(const Reservation& made, Datum key, Micros now, std::int64_t units,
+                           Action action, const char* function_name) {
     Oid schema = InvalidOid;
     Datum space = 0;
     call_postgres([&] {
-        schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+        schema = extension_schema();
         space = PointerGetDatum(
             cstring_to_text_with_len(made.space, static_cast<int>(made.space_length)));
     });
@@ -380,7 +381,7 @@ Datum reserve_policy_body(FunctionCallInfo fcinfo) {
     const Micros hold = hold_argument(fcinfo, 3);
     prepare_backend();
     changes->reserve(changes->size() + 2);  // noting the slot's changes cannot fail
-    const std::uint64_t id = take_slot(native_now());
+    const std::uint64_t id = take_slot(clock_now_checked());
 
     const PolicySubject subject =
         with_cost_as_estimate([&] { return decide_policy_subject(fcinfo, nullptr); });
@@ -400,7 +401,7 @@ Datum reserve_policy_body(FunctionCallInfo fcinfo) {
 // estimate, and answers what a one-unit peek says afterwards.
 Datum settle(FunctionCallInfo fcinfo, std::uint64_t id, std::int64_t actual,
              const char* function_name) {
-    const Micros now = native_now();
+    const Micros now = clock_now_checked();
     prepare_backend();
     changes->reserve(changes->size() + 1);
     std::uint32_t database = 0;
@@ -436,8 +437,8 @@ Datum settle(FunctionCallInfo fcinfo, std::uint64_t id, std::int64_t actual,
     const std::int64_t units = difference == 0 ? 1 : difference < 0 ? -difference : difference;
     const Decision decision =
         made.space_length == 0
-            ? native_decide(fcinfo, made.engine, key, made.limit, now, units, action, function_name)
-            : settle_policy_key(fcinfo, made, key, now, units, action, function_name);
+            ? native_decide(made.engine, key, made.limit, now, units, action, function_name)
+            : settle_policy_key(made, key, now, units, action, function_name);
     if (made.engine == Engine::kMemory) {
         // The memory engine's adjustment is made for good: so is the settle, lest a rollback
         // reopen the reservation and a second settle adjust the key twice.

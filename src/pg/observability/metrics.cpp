@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pg/policies/denial_queue.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/memory_engine.hpp"
 #include "pg/policies/policy_counters.hpp"
@@ -186,11 +187,11 @@ void memory_metrics(const std::string& database, MetricsText& text) {
     }
 }
 
-Datum metrics_body(FunctionCallInfo fcinfo) {
+Datum metrics_body(FunctionCallInfo) {
     std::string database;
     Oid schema = InvalidOid;
     call_postgres([&] {
-        schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+        schema = extension_schema();
         const char* name = get_database_name(MyDatabaseId);
         database = name != nullptr ? name : "";
     });

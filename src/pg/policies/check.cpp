@@ -26,16 +26,10 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-Micros now_checked() {
-    const Micros now = clock_now();
-    require_valid_instant(now);
-    return now;
-}
-
 // Decides a policy call from its arguments, named as `names` says.
 Datum decide_call(FunctionCallInfo fcinfo, const ArgumentNames& names) {
-    const Oid schema = call_schema(fcinfo);
-    const Micros now = now_checked();
+    const Oid schema = policies_schema();
+    const Micros now = clock_now_checked();
     const PolicyCall call = read_policy_call(fcinfo, names, policy_catalog(schema), now);
     const PolicyAnswer answer =
         decide_planned(fcinfo, schema, call, plan_call(fcinfo, schema, call));
@@ -54,8 +48,8 @@ Datum check_all_body(FunctionCallInfo fcinfo) {
 // and planned (its key, its override, its lists, the limit it gets) before the first is
 // decided, so a refused argument charges nothing.
 Datum check_many_body(FunctionCallInfo fcinfo) {
-    const Oid schema = call_schema(fcinfo);
-    const Micros now = now_checked();
+    const Oid schema = policies_schema();
+    const Micros now = clock_now_checked();
     std::vector<PolicyPlan> plans;
     const std::vector<PolicyCall> calls = read_check_many(
         fcinfo, policy_catalog(schema), now,
@@ -99,8 +93,8 @@ PolicySubject decide_policy_subject(FunctionCallInfo caller, InFlightLimit* in_f
     for (int i = 0; i < kCheckArguments; ++i)
         fcinfo->args[i] = caller->args[kFrom[i]];
     PolicySubject result;
-    const Oid schema = call_schema(fcinfo);
-    const Micros now = now_checked();
+    const Oid schema = policies_schema();
+    const Micros now = clock_now_checked();
     ArgumentNames names{"p_policy", "p_key", true};
     names.leases = in_flight != nullptr;
     const PolicyCall call = read_policy_call(fcinfo, names, policy_catalog(schema), now);

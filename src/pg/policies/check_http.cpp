@@ -30,12 +30,6 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-Micros now_checked() {
-    const Micros now = clock_now();
-    require_valid_instant(now);
-    return now;
-}
-
 // What the headers and the body are built from.
 DecisionView decision_view(const PolicyCall& call, const PolicyAnswer& answer, Micros now) {
     DecisionView view;
@@ -167,8 +161,8 @@ Datum check_http_body(FunctionCallInfo fcinfo) {
     const HttpFormats formats = read_http_formats(fcinfo);
     const ResetFormat format = formats.reset;
     const BodyShape shape = formats.body;
-    const Oid schema = call_schema(fcinfo);
-    const Micros now = now_checked();
+    const Oid schema = policies_schema();
+    const Micros now = clock_now_checked();
     const PolicyCatalog& catalog = policy_catalog(schema);
     const PolicyCall call =
         read_policy_call(fcinfo, ArgumentNames{"p_policies", "p_keys", false}, catalog, now);

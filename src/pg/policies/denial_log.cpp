@@ -7,6 +7,7 @@
 
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/bridge/result_row.hpp"
 #include "pg/bridge/spi_statement.hpp"
@@ -142,7 +143,7 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
     const Datum status = text_datum(enforced ? "blocked" : "shadow");
     const Datum error_message = text_datum(message);
     call_postgres([&] {
-        const Oid schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+        const Oid schema = extension_schema();
         const Oid sequence = get_relname_relid("denial_log_position", schema);
         const Oid table = get_relname_relid("denial_log", schema);
         if (!OidIsValid(sequence) || !OidIsValid(table))

@@ -24,12 +24,6 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-Micros now_checked() {
-    const Micros now = clock_now();
-    require_valid_instant(now);
-    return now;
-}
-
 // The policy and subject of reset_policy_key and block_policy_key: a policy's counters are
 // reachable through the policy only, never through a native key.
 ResolvedPolicy policy_key_arguments(FunctionCallInfo fcinfo, const PolicyCatalog& catalog) {
@@ -47,7 +41,7 @@ ResolvedPolicy policy_key_arguments(FunctionCallInfo fcinfo, const PolicyCatalog
 
 // ratelimit.reset_policy_key(p_policy, p_key): forgets what the policy counted for the subject.
 Datum reset_policy_key_body(FunctionCallInfo fcinfo) {
-    const Oid schema = call_schema(fcinfo);
+    const Oid schema = policies_schema();
     const ResolvedPolicy resolved = policy_key_arguments(fcinfo, policy_catalog(schema));
     EngineStorage storage;
     StateEngine& engine =
@@ -62,13 +56,13 @@ Datum reset_policy_key_body(FunctionCallInfo fcinfo) {
 // ratelimit.block_policy_key(p_policy, p_key, p_duration): denies the subject under the policy
 // until now + p_duration (an earlier block is never shortened); returns the block's end.
 Datum block_policy_key_body(FunctionCallInfo fcinfo) {
-    const Oid schema = call_schema(fcinfo);
+    const Oid schema = policies_schema();
     const ResolvedPolicy resolved = policy_key_arguments(fcinfo, policy_catalog(schema));
     const Micros duration = interval_argument(fcinfo, 2, "p_duration");
     EngineStorage storage;
     StateEngine& engine =
         state_engine(resolved.rule->engine, schema, "ratelimit.block_policy_key()", storage);
-    const Micros now = now_checked();
+    const Micros now = clock_now_checked();
     return TimestampTzGetDatum(to_timestamptz(
         engine.block(StateKey{resolved.space, resolved.subject}, now + duration, now)));
 }

@@ -9,7 +9,7 @@
 #include "pg/bridge/clock.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/key_state_table.hpp"
-#include "pg/policies/policy_api.hpp"
+#include "pg/policies/policy_arguments.hpp"
 #include "ratelimit/error.hpp"
 #include "ratelimit/validation.hpp"
 

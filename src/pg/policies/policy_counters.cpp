@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/policies/policy_cache.hpp"
@@ -545,7 +546,7 @@ Tuplestorestate* begin_rows(FunctionCallInfo fcinfo, TupleDesc* desc) {
 Datum policy_stats_body(FunctionCallInfo fcinfo) {
     std::vector<PolicyCounts> counts;
     Oid schema = InvalidOid;
-    call_postgres([&] { schema = get_func_namespace(fcinfo->flinfo->fn_oid); });
+    call_postgres([&] { schema = extension_schema(); });
     if (!read_policy_counts(schema, &counts))
         region.require_available();
     TupleDesc desc = nullptr;

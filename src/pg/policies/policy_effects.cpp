@@ -7,6 +7,7 @@
 
 #include "pg/bridge/arguments.hpp"
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/bridge/result_row.hpp"
 #include "pg/engines/memory_engine.hpp"
@@ -27,10 +28,8 @@ extern "C" {
 namespace ratelimit::pg {
 namespace {
 
-// What a call site looks up once (in fn_extra): the extension's schema and the row type of
-// ratelimit.policy_decision.
+// What a call site looks up once (in fn_extra): the row type of ratelimit.policy_decision.
 struct PolicyCallSite {
-    Oid schema = InvalidOid;
     TupleDesc decision = nullptr;
 };
 
@@ -40,10 +39,9 @@ PolicyCallSite* policy_call_site(FunctionCallInfo fcinfo) {
     if (flinfo->fn_extra == nullptr) {
         auto* site = static_cast<PolicyCallSite*>(
             MemoryContextAllocZero(flinfo->fn_mcxt, sizeof(PolicyCallSite)));
-        site->schema = get_func_namespace(flinfo->fn_oid);
         const Oid type =
             GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid, CStringGetDatum("policy_decision"),
-                            ObjectIdGetDatum(site->schema));
+                            ObjectIdGetDatum(extension_schema()));
         if (!OidIsValid(type))
             elog(ERROR, "ratelimit: type ratelimit.policy_decision is missing");
         MemoryContext caller = MemoryContextSwitchTo(flinfo->fn_mcxt);
@@ -214,9 +212,9 @@ Oid policy_decision_type(FunctionCallInfo fcinfo) {
     return type;
 }
 
-Oid call_schema(FunctionCallInfo fcinfo) {
+Oid policies_schema() {
     Oid schema = InvalidOid;
-    call_postgres([&] { schema = policy_call_site(fcinfo)->schema; });
+    call_postgres([&] { schema = extension_schema(); });
     return schema;
 }
 

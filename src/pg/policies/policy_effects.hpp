@@ -43,7 +43,8 @@ Datum penalty_space(const std::string& policy);
 Datum answer_datum(FunctionCallInfo fcinfo, const PolicyCall& call, const PolicyAnswer& answer);
 Oid policy_decision_type(FunctionCallInfo fcinfo);
 
-// The extension's schema, as the call site of `fcinfo` (a function of that schema) found it.
-Oid call_schema(FunctionCallInfo fcinfo);
+// The extension's schema, where the policy tables and the engines' tables are
+// (extension_schema(), for C++ callers).
+Oid policies_schema();
 
 }  // namespace ratelimit::pg

@@ -9,7 +9,6 @@
 extern "C" {
 #include "common/jsonapi.h"
 #include "mb/pg_wchar.h"
-#include "utils/uuid.h"
 #include "utils/varlena.h"
 }
 
@@ -286,23 +285,4 @@ UserIdCaller user_id_caller() {
     return caller;
 }
 
-// ratelimit_router.jwt_caller(): the caller as the local functions resolve it, or NULL, for the
-// router to forward to the shard that owns the caller's keys.
-Datum jwt_caller_body(FunctionCallInfo fcinfo) {
-    const std::optional<Uuid> caller = jwt_caller();
-    if (!caller) {
-        fcinfo->isnull = true;
-        return static_cast<Datum>(0);
-    }
-    Datum result = 0;
-    call_postgres([&] {
-        auto* uuid = static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t)));
-        std::copy(caller->begin(), caller->end(), uuid->data);
-        result = UUIDPGetDatum(uuid);
-    });
-    return result;
-}
-
 }  // namespace ratelimit::pg
-
-RATELIMIT_SQL_FUNCTION(ratelimit_router_jwt_caller, ratelimit::pg::jwt_caller_body)

@@ -22,6 +22,7 @@
 
 #include "pg/postgrest/pre_request.hpp"
 
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/postgrest/jwt_caller.hpp"
 #include "pg/policies/policy_cache.hpp"
@@ -215,18 +216,16 @@ struct HttpAnswer {
     std::int64_t retry_after_ms = 0;
 };
 
-// Calls ratelimit.check_http of this extension (found next to this function), as PostgREST's
-// role could not: it is granted to service_role only.
 // The request's tier: the first of the applied routes' tier claims that the JWT claims hold, if
 // its value names a tier of ratelimit.tiers; none otherwise. Claims come from a JWT PostgREST has
 // verified, so a tier in them is as trustworthy as the issuer that put it there.
-std::optional<std::string> request_tier(FunctionCallInfo fcinfo, const RouteChecks& checks) {
+std::optional<std::string> request_tier(const RouteChecks& checks) {
     for (const std::string& claim : checks.tier_claims) {
         const std::optional<std::string> value = jwt_claim_string(tier_claim_members(claim));
         if (!value)
             continue;
         Oid schema = InvalidOid;
-        call_postgres([&] { schema = get_func_namespace(fcinfo->flinfo->fn_oid); });
+        call_postgres([&] { schema = extension_schema(); });
         if (policy_catalog(schema).tier(*value) == nullptr)
             return std::nullopt;
         return value;
@@ -234,14 +233,15 @@ std::optional<std::string> request_tier(FunctionCallInfo fcinfo, const RouteChec
     return std::nullopt;
 }
 
-HttpAnswer check_http(FunctionCallInfo fcinfo, const RouteChecks& checks,
-                      const std::optional<std::string>& tier, const std::optional<Uuid>& user,
-                      const std::optional<ClientAddress>& ip) {
+// Calls ratelimit.check_http (in the extension's schema), as PostgREST's role could not: it is
+// granted to service_role only.
+HttpAnswer check_http(const RouteChecks& checks, const std::optional<std::string>& tier,
+                      const std::optional<Uuid>& user, const std::optional<ClientAddress>& ip) {
     const Datum policies = text_array(checks.policies);
     const Datum keys = text_array(checks.keys);
     HttpAnswer answer;
     call_postgres([&] {
-        const Oid schema = get_func_namespace(fcinfo->flinfo->fn_oid);
+        const Oid schema = extension_schema();
         Oid types[8] = {TEXTARRAYOID, TEXTARRAYOID, INT4OID, TEXTOID,
                         INETOID,      UUIDOID,      TEXTOID, TEXTOID};
         List* name =
@@ -441,7 +441,7 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
         throw *identity_error;
     // The access list keeps users as uuid: a sub of another form matches no user entry.
     const std::optional<Uuid> user = subject ? parse_uuid(subject->text) : std::nullopt;
-    const HttpAnswer answer = check_http(fcinfo, checks, request_tier(fcinfo, checks), user, ip);
+    const HttpAnswer answer = check_http(checks, request_tier(checks), user, ip);
     if (!answer.allowed)
         raise_too_many_requests(answer);
     add_response_headers(answer.headers);

@@ -1,9 +1,8 @@
 // The router's checks of the policy calls (ratelimit_router, sql/router/policy_calls.sql): a
 // policy call's arguments read and planned exactly as the call reads them, and nothing decided:
 // the router refuses bad input with the server's own message before it asks a shard (a shard's
-// error costs PL/Proxy its connection). They are declared in the router's schema, so they find
-// the policies in the schema ratelimit (the extension's, which is fixed), looked up once per
-// call site.
+// error costs PL/Proxy its connection). They are declared in the router's schema and find the
+// policies in the extension's (policies_schema()).
 #include <vector>
 
 #include "pg/bridge/clock.hpp"
@@ -12,38 +11,14 @@
 #include "pg/policies/policy_cache.hpp"
 #include "pg/policies/policy_effects.hpp"
 
-extern "C" {
-#include "catalog/namespace.h"
-}
-
 #include "ratelimit/validation.hpp"
 
 namespace ratelimit::pg {
 namespace {
 
-Micros now_checked() {
-    const Micros now = clock_now();
-    require_valid_instant(now);
-    return now;
-}
-
-Oid policies_schema(FunctionCallInfo fcinfo) {
-    Oid schema = InvalidOid;
-    call_postgres([&] {
-        FmgrInfo* flinfo = fcinfo->flinfo;
-        if (flinfo->fn_extra == nullptr) {
-            auto* cached = static_cast<Oid*>(MemoryContextAlloc(flinfo->fn_mcxt, sizeof(Oid)));
-            *cached = get_namespace_oid("ratelimit", false);
-            flinfo->fn_extra = cached;
-        }
-        schema = *static_cast<Oid*>(flinfo->fn_extra);
-    });
-    return schema;
-}
-
 void read_and_plan(FunctionCallInfo fcinfo, const ArgumentNames& names) {
-    const Oid schema = policies_schema(fcinfo);
-    const Micros now = now_checked();
+    const Oid schema = policies_schema();
+    const Micros now = clock_now_checked();
     plan_call(fcinfo, schema, read_policy_call(fcinfo, names, policy_catalog(schema), now));
 }
 
@@ -64,8 +39,8 @@ Datum check_http_arguments_body(FunctionCallInfo fcinfo) {
 }
 
 Datum check_many_arguments_body(FunctionCallInfo fcinfo) {
-    const Oid schema = policies_schema(fcinfo);
-    const Micros now = now_checked();
+    const Oid schema = policies_schema();
+    const Micros now = clock_now_checked();
     read_check_many(fcinfo, policy_catalog(schema), now,
                     [&](const PolicyCall& call) { plan_call(fcinfo, schema, call); });
     return static_cast<Datum>(0);
