@@ -47,6 +47,7 @@ PG_OBJS = \
 	src/pg/engines/key_state_table.o \
 	src/pg/engines/memory_engine.o \
 	src/pg/engines/memory_store_file.o \
+	src/pg/engines/memory_wal.o \
 	src/pg/engines/memory_worker.o \
 	src/pg/engines/state_engines.o \
 	src/pg/module/module.o \

@@ -292,6 +292,11 @@ class MemoryStore {
         }
     }
 
+    // The key's state in its saved form (SavedSlot) into `saved`; false when the key has no slot.
+    // What the server writes to the WAL after a change to the key (ratelimit.memory_wal), and
+    // restore()s when it replays it.
+    bool saved(int partition, const KeyHash& key, SavedSlot& saved) const noexcept;
+
     // True if `saved` is a state this version could have written (checked before restoring
     // anything read from disk).
     static bool plausible(const SavedSlot& saved) noexcept;

@@ -36,6 +36,18 @@ void load_saved_state(const SavedSlot& saved, KeyState& state) {
     state.log.assign(saved.log, saved.log + saved.log_count);
 }
 
+bool MemoryStore::saved(int partition, const KeyHash& key, SavedSlot& saved) const noexcept {
+    const PartitionHeader& header = partitions_[partition];
+    for (std::uint32_t i = buckets_[header.first + key.low % header.count]; i != kNoSlot;
+         i = slots_[i].chain_next) {
+        if (slots_[i].key == key) {
+            saved_form(slots_[i], saved);
+            return true;
+        }
+    }
+    return false;
+}
+
 void MemoryStore::saved_form(const MemorySlot& slot, SavedSlot& saved) const noexcept {
     saved.key = slot.key;
     saved.database = databases_[slot.database - 1].oid.load(std::memory_order_relaxed);

@@ -592,6 +592,62 @@ TEST(MemoryStore, SavedKeysRestoreWithStateAndOrder) {
     EXPECT_EQ(restored, 301 - before.totals().log_blocks_used);
 }
 
+// What the server writes to the WAL after each change (saved()) and replays (restore(), or a
+// reset when the key has no slot): a store that replays every change of another, in order,
+// decides like it on every key, whatever the algorithms, blocks and resets in between.
+TEST(MemoryStore, ReplayingEachChangedKeyRebuildsTheStore) {
+    const Algorithm kAlgorithms[] = {Algorithm::kFixedWindow,   Algorithm::kRollingWindow,
+                                     Algorithm::kSlidingWindow, Algorithm::kSlidingWindowCounter,
+                                     Algorithm::kTokenBucket,   Algorithm::kGcra};
+    std::mt19937_64 rng(209);
+    Store primary(kMinMemoryCapacity);
+    Store replica(kMinMemoryCapacity, primary->secret());
+    Tenant tenant;
+    tenant.database = primary->database_index(4242);
+    SavedSlot saved;
+    Micros now = kStart;
+    // A state that has expired decides like no state: the replica forgets the key.
+    auto replay = [&](const std::string& key) {
+        const KeyHash h = primary.hash(key);
+        const int partition = MemoryStore::partition_of(h);
+        if (primary->saved(partition, h, saved) && saved.expires_at > now)
+            ASSERT_TRUE(replica->restore(saved, now));
+        else
+            replica->reset(partition, h);
+    };
+    for (int step = 0; step < 20000; ++step) {
+        now += static_cast<Micros>(rng() % 50000);
+        const int k = static_cast<int>(rng() % 200);
+        const std::string key = "k" + std::to_string(k);
+        const Limit limit = limit_of(kAlgorithms[k % 6], 5 + k % 7, kMicrosPerMinute);
+        switch (rng() % 20) {
+            case 0: {
+                const KeyHash h = primary.hash(key);
+                primary->reset(MemoryStore::partition_of(h), h);
+                break;
+            }
+            case 1:
+                primary.block(key, now + static_cast<Micros>(rng() % kMicrosPerMinute), now,
+                              tenant);
+                break;
+            case 2:
+                primary.decide(key, limit, now, 1, Action::kRefund, tenant);
+                break;
+            default:
+                primary.decide(key, limit, now, 1 + static_cast<std::int64_t>(rng() % 2),
+                               Action::kConsume, tenant);
+                break;
+        }
+        replay(key);
+    }
+    for (int k = 0; k < 200; ++k) {
+        const std::string key = "k" + std::to_string(k);
+        const Limit limit = limit_of(kAlgorithms[k % 6], 5 + k % 7, kMicrosPerMinute);
+        expect_same(replica.decide(key, limit, now, 1, Action::kPeek, tenant),
+                    primary.decide(key, limit, now, 1, Action::kPeek, tenant), key);
+    }
+}
+
 TEST(MemoryStore, ImplausibleSavedSlotsAreRefused) {
     SavedSlot good;
     good.algorithm = static_cast<std::int16_t>(Algorithm::kSlidingWindow);

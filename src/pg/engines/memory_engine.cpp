@@ -34,10 +34,12 @@
 #include <string>
 #include <vector>
 
+#include "pg/bridge/clock.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/bridge/settings.hpp"
 #include "pg/engines/memory_store_file.hpp"
+#include "pg/engines/memory_wal.hpp"
 #include "pg/shared_memory/shared_region.hpp"
 
 extern "C" {
@@ -116,8 +118,10 @@ void create_table(void* block) {
     pg_atomic_init_u64(&state->warned_at, 0);
     pg_atomic_init_u64(&state->refusals_warned, 0);
     pg_atomic_init_u64(&state->evictions_warned, 0);
+    // A logged store hashes with the key its WAL's every reader derives alike.
     MemoryStore::create(reinterpret_cast<char*>(block) + MAXALIGN(sizeof(SharedState)),
-                        setting::memory_capacity, log_blocks(), fresh_secret());
+                        setting::memory_capacity, log_blocks(),
+                        setting::memory_wal ? memory_wal_secret() : fresh_secret());
 }
 
 // Once the store is there: the postmaster saves it at shutdown, and fills a store it has just
@@ -254,6 +258,13 @@ void after_pressure(const RoomReport& room) {
     }
 }
 
+// Writes the key's state to the WAL (ratelimit.memory_wal), under its partition's lock.
+void log_key(const MemoryStore& store, const MemoryKey& key) {
+    WalKeys record(kWalStates);
+    record.add(store, key.partition, key.hash);
+    record.insert();
+}
+
 // Runs `work` on the store under `partition`'s lock.
 template <typename Work>
 auto with_partition(int partition, LWLockMode mode, Work&& work) {
@@ -268,6 +279,7 @@ auto with_partition(int partition, LWLockMode mode, Work&& work) {
 void install_memory_engine() {
     region.install();
     register_memory_worker();
+    install_memory_wal();
 }
 
 bool memory_engine_available() {
@@ -340,10 +352,13 @@ Decision memory_decide(const MemoryKey& key, const Limit& limit, Micros now, std
     Tenant tenant = current_tenant();
     tenant.clock = room_clock;
     RoomReport room;
+    const bool logged = action != Action::kPeek && memory_wal_logging();
     const Decision decision = with_partition(key.partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
         const Decision decided =
             store.decide(key.partition, key.hash, limit, now, cost, action, scratch, tenant);
         room = store.last_room();
+        if (logged)
+            log_key(store, key);
         return decided;
     });
     if (room.refused)
@@ -374,6 +389,7 @@ void memory_decide_each(const MemoryKey* keys, std::size_t count, const Limit& l
     constexpr std::size_t kBucketAhead = 6, kSlotAhead = 4;
     KeyState& scratch = scratch_state();
     const Tenant tenant = current_tenant();
+    const bool logged = action != Action::kPeek && memory_wal_logging();
     MemoryStore hints = MemoryStore::attach(store_block());
     for (std::size_t i = 0; i < std::min(count, kBucketAhead); ++i)
         hints.prefetch_bucket(keys[order[i]].partition, keys[order[i]].hash);
@@ -386,6 +402,7 @@ void memory_decide_each(const MemoryKey* keys, std::size_t count, const Limit& l
         RoomReport room;
         std::size_t refused = count;  // the position whose key found no room, if one did
         next = with_partition(partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
+            WalKeys record(kWalStates);
             std::size_t at = next;
             while (at < end) {
                 if (at + kBucketAhead < count)
@@ -397,6 +414,8 @@ void memory_decide_each(const MemoryKey* keys, std::size_t count, const Limit& l
                 decisions[i] = store.decide(partition, keys[i].hash, limit, now, cost, action,
                                             scratch, tenant);
                 room = store.last_room();
+                if (logged)
+                    record.add(store, partition, keys[i].hash);
                 // What a full store asks for (a warning, an error) is done with the lock
                 // released, before the next key, as between single calls.
                 if (room.refused || room.evicted != 0) {
@@ -405,6 +424,7 @@ void memory_decide_each(const MemoryKey* keys, std::size_t count, const Limit& l
                     break;
                 }
             }
+            record.insert();
             return at;
         });
         if (refused != count)
@@ -420,6 +440,8 @@ Micros memory_block(const MemoryKey& key, Micros until, Micros now) {
     const Micros blocked = with_partition(key.partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
         const Micros end = store.block(key.partition, key.hash, until, now, scratch, tenant);
         room = store.last_room();
+        if (memory_wal_logging())
+            log_key(store, key);
         return end;
     });
     after_pressure(room);
@@ -442,8 +464,12 @@ Micros memory_block(const MemoryKey& key, Micros until, Micros now) {
 }
 
 bool memory_reset(const MemoryKey& key) {
-    return with_partition(key.partition, LW_EXCLUSIVE,
-                          [&](MemoryStore& store) { return store.reset(key.partition, key.hash); });
+    return with_partition(key.partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
+        const bool found = store.reset(key.partition, key.hash);
+        if (found && memory_wal_logging())
+            log_key(store, key);
+        return found;
+    });
 }
 
 bool memory_consume_all(MemoryTierCall* calls, int count, Micros now, std::int64_t cost,
@@ -503,6 +529,8 @@ bool memory_consume_all(MemoryTierCall* calls, int count, Micros now, std::int64
             }
             room = store.last_room();
         }
+        const bool logged = charge && allowed && memory_wal_logging();
+        WalKeys record(kWalStates);
         for (int i = 0; charge && allowed && i < count; ++i) {
             MemoryTierCall& call = calls[i];
             if (!call.before.allowed)
@@ -510,7 +538,10 @@ bool memory_consume_all(MemoryTierCall* calls, int count, Micros now, std::int64
             call.result = store.decide(call.key.partition, call.key.hash, call.limit, now, cost,
                                        Action::kConsume, scratch, tenant);
             call.charged = true;
+            if (logged)
+                record.add(store, call.key.partition, call.key.hash);
         }
+        record.insert();
         for (int k = 0; k < locked; ++k)
             store.release(partitions[k], tenant);
         while (held > 0)
@@ -583,6 +614,32 @@ bool memory_save() {
             LWLockRelease(partition_lock(p));
     }
     return finish_store_file(&writer);
+}
+
+void memory_replay(const SavedSlot& saved) {
+    const int partition = MemoryStore::partition_of(saved.key);
+    LWLockAcquire(partition_lock(partition), LW_EXCLUSIVE);
+    MemoryStore store = MemoryStore::attach(store_block());
+    // A state that has expired decides like no state.
+    const Micros now = clock_now();
+    if (saved.algorithm == kForgotten || saved.expires_at <= now)
+        store.reset(partition, saved.key);
+    else
+        store.restore(saved, now);
+    LWLockRelease(partition_lock(partition));
+}
+
+void memory_log_all() {
+    MemoryStore store = MemoryStore::attach(store_block());
+    WalKeys record(kWalSnapshot);
+    for (int p = 0; p < kMemoryPartitions; ++p) {
+        // Shared: no change to the partition's keys can come between a key's state read here
+        // and its record, so the WAL keeps each key's changes in order.
+        LWLockAcquire(partition_lock(p), LW_SHARED);
+        store.for_each_oldest_first(p, [&](const SavedSlot& saved) { record.add(saved); });
+        record.insert();
+        LWLockRelease(partition_lock(p));
+    }
 }
 
 int memory_expire_interval_seconds() {

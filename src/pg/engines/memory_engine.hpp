@@ -75,6 +75,14 @@ int memory_database_stats(MemoryDatabaseStats* rows, std::int64_t* share_limit);
 
 // ---- for the worker (src/pg/engines/memory_worker.cpp); plain C-style code, no C++ objects ----
 
+// ---- for the WAL (src/pg/engines/memory_wal.cpp); plain C-style code, no C++ objects ----
+
+// Replays a key's state from the WAL (or forgets the key): the startup process's redo.
+void memory_replay(const SavedSlot& saved);
+
+// Writes every key's state to the WAL (SNAPSHOT records), partition by partition.
+void memory_log_all();
+
 // Frees every expired slot; returns how many.
 std::int64_t memory_expire_all(Micros now);
 

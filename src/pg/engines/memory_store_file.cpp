@@ -19,9 +19,11 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 
 #include "pg/bridge/clock.hpp"
 #include "pg/bridge/settings.hpp"
+#include "pg/engines/memory_wal.hpp"
 
 extern "C" {
 #include "catalog/pg_control.h"
@@ -117,6 +119,13 @@ void load_store_file(void* block, std::int64_t log_blocks) {
                                  "off: the memory engine starts empty")));
         return;
     }
+    // A logged store after a crash is rebuilt by replaying the WAL from the last checkpoint,
+    // which holds every key's state: an older snapshot would bring back keys reset since.
+    if (setting::memory_wal && !stopped_cleanly()) {
+        ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly: the memory engine is "
+                             "rebuilt from the WAL")));
+        return;
+    }
     FILE* file = AllocateFile(kStateFile, PG_BINARY_R);
     if (file == nullptr) {
         if (errno != ENOENT)
@@ -153,6 +162,17 @@ void load_store_file(void* block, std::int64_t log_blocks) {
     if (problem[0] != '\0') {
         ereport(LOG, (errmsg("ratelimit: ignoring \"%s\": %s; the memory engine starts empty",
                              kStateFile, problem)));
+        FreeFile(file);
+        unlink(kStateFile);
+        return;
+    }
+    // A logged store hashes with the key derived for the WAL; a file written with another (before
+    // ratelimit.memory_wal was on) would hash differently from every standby.
+    const HashSecret wal_secret = setting::memory_wal ? memory_wal_secret() : HashSecret{};
+    if (setting::memory_wal && std::memcmp(&header.secret, &wal_secret, sizeof wal_secret) != 0) {
+        ereport(LOG, (errmsg("ratelimit: ignoring \"%s\": it was written before "
+                             "ratelimit.memory_wal was on; the memory engine starts empty",
+                             kStateFile)));
         FreeFile(file);
         unlink(kStateFile);
         return;

@@ -21,6 +21,7 @@ int memory_expire_interval = 60;
 int memory_snapshot_interval = 0;
 int memory_when_full = kWhenFullDeny;
 int memory_database_share = 100;
+bool memory_wal = false;
 
 int policy_counters = 4096;
 int policy_counters_database_share = 50;
@@ -78,6 +79,14 @@ void define_shared_memory_settings() {
         "store (ratelimit.memory_when_full).",
         &setting::memory_log_blocks, -1, -1, static_cast<int>(kMaxMemoryLogBlocks), PGC_POSTMASTER,
         0, nullptr, nullptr, nullptr);
+    DefineCustomBoolVariable(
+        "ratelimit.memory_wal",
+        "Writes the memory engine's changes to the WAL, so that crash recovery and standbys "
+        "replay them.",
+        "Each change is written as the key's whole state, without waiting for the flush: a crash "
+        "keeps every decision made more than about wal_writer_delay before it, and a standby "
+        "decides from the primary's counts.",
+        &setting::memory_wal, false, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
     DefineCustomIntVariable(
         "ratelimit.policy_counters",
         "Per-policy counters (policy_stats, metrics()) the server keeps, for all databases.",

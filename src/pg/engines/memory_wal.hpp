@@ -1,0 +1,72 @@
+// The memory engine in the WAL (ratelimit.memory_wal = on): each change to a key is written to
+// the WAL as the key's whole state, while its partition's lock is held, without waiting for the
+// flush (no transaction id; the WAL writer flushes it within wal_writer_delay, as it does for
+// asynchronous commits). Crash recovery and every standby replay the records into their store,
+// through the resource manager "ratelimit" (RmgrId kMemoryWalRmgrId).
+//
+// Recovery starts at the last checkpoint's redo pointer, so every key's state must be found
+// after it: a worker (ratelimit memory engine WAL) keeps each checkpoint waiting, as PostgreSQL
+// lets a backend do (DELAY_CHKPT_START), until it has written every key's state after that
+// checkpoint's redo pointer (SNAPSHOT records). Records are replayed in WAL order, and a key's
+// record is inserted under its partition's lock, so the last record of a key is its last state.
+//
+// Records: STATES (a decision's keys), SNAPSHOT (the keys after a checkpoint's redo pointer);
+// each holds keys in the saved form (SavedSlot: its fixed part, then its sliding_window log
+// entries); a key with no state (reset) has algorithm kForgotten.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pg/bridge/postgres.hpp"
+#include "ratelimit/key_hash.hpp"
+#include "ratelimit/memory_store.hpp"
+
+namespace ratelimit::pg {
+
+// The resource manager's id, one of the ids PostgreSQL leaves to extensions (128 to 255; 128 is
+// for development). Once a WAL holds records of it, every server that replays that WAL must
+// load this library under the same id.
+inline constexpr int kMemoryWalRmgrId = 209;
+
+// The record kinds (the high bits of the record's info byte).
+inline constexpr std::uint8_t kWalStates = 0x00;
+inline constexpr std::uint8_t kWalSnapshot = 0x10;
+
+// A key whose slot is gone (reset) is written with this algorithm.
+inline constexpr std::int16_t kForgotten = -1;
+
+// Registers the resource manager (always, when the library is preloaded: a WAL may hold its
+// records from before the setting was turned off) and, with ratelimit.memory_wal on, the worker
+// that holds the checkpoints.
+void install_memory_wal();
+
+// True when this process writes the memory engine's changes to the WAL now: ratelimit.memory_wal
+// is on and the server is not in recovery (a hot standby's own decisions stay its own).
+bool memory_wal_logging();
+
+// The store's hash key when the engine is logged: derived from the cluster's own random nonce
+// (pg_control), so that the server after a crash and every standby made from it hash keys
+// alike, and no client can know it.
+HashSecret memory_wal_secret();
+
+// The keys of one record, gathered under their partitions' locks and inserted with them held.
+// Plain data in a per-process buffer: nothing allocates, nothing throws; a WAL insertion that
+// fails is a PANIC (a critical section), because the state is already in shared memory.
+class WalKeys {
+  public:
+    explicit WalKeys(std::uint8_t kind) noexcept : kind_(kind) {}
+    // Adds `key`'s state as the store holds it now (or its absence).
+    void add(const MemoryStore& store, int partition, const KeyHash& key) noexcept;
+    // Adds a state already read.
+    void add(const SavedSlot& saved) noexcept;
+    // Inserts what was added, if anything.
+    void insert() noexcept;
+
+  private:
+    std::uint8_t kind_;
+    std::size_t used_ = 0;
+    int count_ = 0;
+};
+
+}  // namespace ratelimit::pg
