@@ -597,10 +597,10 @@ std::int64_t memory_expire_all(Micros now) {
     return freed;
 }
 
-bool memory_save() {
+bool memory_save(bool recovered) {
     MemoryStore store = MemoryStore::attach(store_block());
     StoreFileWriter writer;
-    if (!begin_store_file(&writer, store.secret()))
+    if (!begin_store_file(&writer, store.secret(), recovered))
         return false;
     // The postmaster saves after every other process has exited, and has no PGPROC to wait
     // on a lock with; the worker saves while backends run and must lock.

@@ -87,8 +87,9 @@ void memory_log_all();
 std::int64_t memory_expire_all(Micros now);
 
 // Writes the store to its file (temp file, then durable_rename); false, with a LOG message,
-// when it could not.
-bool memory_save();
+// when it could not. `recovered`: to the file of the store as crash recovery left it
+// (ratelimit.memory_wal; see memory_store_file.hpp).
+bool memory_save(bool recovered = false);
 
 // The worker's settings, in seconds (0 = never).
 int memory_expire_interval_seconds();

@@ -36,6 +36,10 @@ namespace {
 
 constexpr const char* kStateFile = "pg_stat/ratelimit_memory.state";
 constexpr const char* kStateTempFile = "pg_stat/ratelimit_memory.state.tmp";
+// ratelimit.memory_wal: the store as crash recovery left it, written at the end of redo, before
+// the end-of-recovery checkpoint (pg/engines/memory_wal.hpp).
+constexpr const char* kRecoveredFile = "pg_stat/ratelimit_memory.recovered";
+constexpr const char* kRecoveredTempFile = "pg_stat/ratelimit_memory.recovered.tmp";
 constexpr std::uint32_t kFileMagic = 0x524C4D53;  // "RLMS"
 // 2: each key records its database, and a sliding_window log of any length follows its key
 // (version 1 kept at most 6 entries inside the key's fixed record). A version 1 file is
@@ -97,8 +101,15 @@ bool stopped_cleanly() {
     return clean;
 }
 
-// Reads the saved store into the (just created, empty) block. Any problem with the file is
-// logged and leaves the store empty: a bad file must never stop the server from starting.
+namespace {
+
+// Reads the store saved in `path` into the (just created, empty) block; deletes the file after
+// unless `keep`. Any problem with the file is logged and leaves the store empty: a bad file
+// must never stop the server from starting.
+void read_store_file(const char* path, void* block, std::int64_t log_blocks, bool keep);
+
+}  // namespace
+
 // After a clean stop the file is what that stop saved. After a crash it can only be a
 // snapshot, and it is used only while snapshots are on: one left from when they were on must
 // not bring back old counts.
@@ -107,30 +118,48 @@ void load_store_file(void* block, std::int64_t log_blocks) {
     // renames it only later): a file beside it was copied from the server backed up, whose store
     // it is, and would bring back counts that server may have reset since.
     if (access("backup_label", F_OK) == 0) {
+        unlink(kRecoveredFile);
         if (unlink(kStateFile) == 0)
             ereport(LOG, (errmsg("ratelimit: \"%s\" came with a base backup and is another "
                                  "server's: the memory engine starts empty",
                                  kStateFile)));
         return;
     }
+    // A logged store after a crash is rebuilt by replaying the WAL from the last checkpoint,
+    // after which every key's state was written; an older snapshot would bring back keys reset
+    // since. Until the worker has written them after the end-of-recovery checkpoint of an
+    // earlier crash, the store that recovery rebuilt is in its own file, and the WAL is
+    // replayed onto it.
+    if (setting::memory_wal && !stopped_cleanly()) {
+        unlink(kStateFile);
+        if (access(kRecoveredFile, F_OK) == 0) {
+            ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly: the memory engine "
+                                 "is rebuilt from the end of the last recovery and the WAL")));
+            read_store_file(kRecoveredFile, block, log_blocks, true);
+        } else {
+            ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly: the memory engine "
+                                 "is rebuilt from the WAL")));
+        }
+        return;
+    }
+    unlink(kRecoveredFile);
     if (setting::memory_snapshot_interval == 0 && !stopped_cleanly()) {
         if (unlink(kStateFile) == 0)
             ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly and snapshots are "
                                  "off: the memory engine starts empty")));
         return;
     }
-    // A logged store after a crash is rebuilt by replaying the WAL from the last checkpoint,
-    // which holds every key's state: an older snapshot would bring back keys reset since.
-    if (setting::memory_wal && !stopped_cleanly()) {
-        ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly: the memory engine is "
-                             "rebuilt from the WAL")));
-        return;
-    }
-    FILE* file = AllocateFile(kStateFile, PG_BINARY_R);
+    read_store_file(kStateFile, block, log_blocks, setting::memory_snapshot_interval != 0);
+}
+
+namespace {
+
+void read_store_file(const char* path, void* block, std::int64_t log_blocks, bool keep) {
+    FILE* file = AllocateFile(path, PG_BINARY_R);
     if (file == nullptr) {
         if (errno != ENOENT)
             ereport(LOG, (errcode_for_file_access(),
-                          errmsg("ratelimit: could not read \"%s\": %m", kStateFile)));
+                          errmsg("ratelimit: could not read \"%s\": %m", path)));
         return;
     }
     char problem[160] = {0};
@@ -160,10 +189,10 @@ void load_store_file(void* block, std::int64_t log_blocks) {
             snprintf(problem, sizeof problem, "its checksum does not match");
     }
     if (problem[0] != '\0') {
-        ereport(LOG, (errmsg("ratelimit: ignoring \"%s\": %s; the memory engine starts empty",
-                             kStateFile, problem)));
+        ereport(LOG, (errmsg("ratelimit: ignoring \"%s\": %s; the memory engine starts empty", path,
+                             problem)));
         FreeFile(file);
-        unlink(kStateFile);
+        unlink(path);
         return;
     }
     // A logged store hashes with the key derived for the WAL; a file written with another (before
@@ -172,9 +201,9 @@ void load_store_file(void* block, std::int64_t log_blocks) {
     if (setting::memory_wal && std::memcmp(&header.secret, &wal_secret, sizeof wal_secret) != 0) {
         ereport(LOG, (errmsg("ratelimit: ignoring \"%s\": it was written before "
                              "ratelimit.memory_wal was on; the memory engine starts empty",
-                             kStateFile)));
+                             path)));
         FreeFile(file);
-        unlink(kStateFile);
+        unlink(path);
         return;
     }
     // The keys were hashed with the saved secret: the store must keep using it.
@@ -191,17 +220,21 @@ void load_store_file(void* block, std::int64_t log_blocks) {
         }
     }
     FreeFile(file);
-    if (setting::memory_snapshot_interval == 0)
-        unlink(kStateFile);
+    if (!keep)
+        unlink(path);
     ereport(LOG, (errmsg("ratelimit: memory engine restored %lld of %lld saved keys",
                          static_cast<long long>(restored), static_cast<long long>(header.count))));
 }
 
-bool begin_store_file(StoreFileWriter* writer, const HashSecret& secret) {
-    writer->file = AllocateFile(kStateTempFile, PG_BINARY_W);
+}  // namespace
+
+bool begin_store_file(StoreFileWriter* writer, const HashSecret& secret, bool recovered) {
+    writer->path = recovered ? kRecoveredFile : kStateFile;
+    writer->temp_path = recovered ? kRecoveredTempFile : kStateTempFile;
+    writer->file = AllocateFile(writer->temp_path, PG_BINARY_W);
     if (writer->file == nullptr) {
         ereport(LOG, (errcode_for_file_access(),
-                      errmsg("ratelimit: could not write \"%s\": %m", kStateTempFile)));
+                      errmsg("ratelimit: could not write \"%s\": %m", writer->temp_path)));
         return false;
     }
     writer->secret = secret;
@@ -237,11 +270,18 @@ bool finish_store_file(StoreFileWriter* writer) {
         written = false;
     if (!written) {
         ereport(LOG, (errcode_for_file_access(),
-                      errmsg("ratelimit: could not write \"%s\": %m", kStateTempFile)));
-        unlink(kStateTempFile);
+                      errmsg("ratelimit: could not write \"%s\": %m", writer->temp_path)));
+        unlink(writer->temp_path);
         return false;
     }
-    return durable_rename(kStateTempFile, kStateFile, LOG) == 0;
+    return durable_rename(writer->temp_path, writer->path, LOG) == 0;
+}
+
+void forget_recovered_store_file() {
+    if (durable_unlink(kRecoveredFile, DEBUG1) == 0)
+        ereport(LOG, (errmsg("ratelimit: every memory engine key is in the WAL after the last "
+                             "checkpoint: \"%s\" is no longer needed",
+                             kRecoveredFile)));
 }
 
 }  // namespace ratelimit::pg

@@ -29,6 +29,8 @@ void load_store_file(void* block, std::int64_t log_blocks);
 
 // The file being written: a temp file, renamed over the file once complete. Plain data.
 struct StoreFileWriter {
+    const char* path;       // the file
+    const char* temp_path;  // written first, then renamed over it
     FILE* file;
     HashSecret secret;  // the store's: the saved keys are hashed with it
     Micros saved_at;
@@ -38,7 +40,9 @@ struct StoreFileWriter {
 };
 
 // Opens the temp file for a store hashed with `secret`; false, with a LOG line, when it cannot.
-bool begin_store_file(StoreFileWriter* writer, const HashSecret& secret);
+// `recovered`: the store as crash recovery left it (ratelimit.memory_wal), in a file of its own
+// that load_store_file() reads after a crash until forget_recovered_store_file().
+bool begin_store_file(StoreFileWriter* writer, const HashSecret& secret, bool recovered = false);
 
 // Appends one key, as MemoryStore::for_each_oldest_first gives it.
 void write_store_file_slot(StoreFileWriter* writer, const SavedSlot& saved);
@@ -46,5 +50,9 @@ void write_store_file_slot(StoreFileWriter* writer, const SavedSlot& saved);
 // Completes the file (its header, then durable_rename over the last one); false, with a LOG line
 // and the temp file removed, when any write failed.
 bool finish_store_file(StoreFileWriter* writer);
+
+// Deletes the file of the store as the last crash recovery left it, once every key is in the WAL
+// after the checkpoint that followed it (the WAL worker's first pass).
+void forget_recovered_store_file();
 
 }  // namespace ratelimit::pg

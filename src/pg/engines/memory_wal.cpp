@@ -13,6 +13,7 @@
 #include "pg/bridge/settings.hpp"
 #include "pg/compat/compat.hpp"
 #include "pg/engines/memory_engine.hpp"
+#include "pg/engines/memory_store_file.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -98,6 +99,16 @@ const char* identify(uint8 info) {
     return record_name(info);
 }
 
+// The end of redo, in the startup process, before the end-of-recovery checkpoint: the store as
+// recovery rebuilt it goes to a file of its own, because that checkpoint moves the redo
+// pointer past every record replayed, and the worker, which writes every key after it, starts
+// only once recovery is over. A crash before the worker's first pass rebuilds the store from
+// this file and the WAL after that checkpoint (load_store_file()).
+void recovery_done() {
+    if (setting::memory_wal)
+        memory_save(true);
+}
+
 RmgrData memory_rmgr;
 
 // ---- the worker that holds the checkpoints ---------------------------------------------------
@@ -124,6 +135,7 @@ void install_memory_wal() {
     memory_rmgr.rm_redo = redo;
     memory_rmgr.rm_desc = describe;
     memory_rmgr.rm_identify = identify;
+    memory_rmgr.rm_cleanup = recovery_done;
     RegisterCustomRmgr(kMemoryWalRmgrId, &memory_rmgr);
     if (setting::memory_wal)
         register_wal_worker();
@@ -199,6 +211,7 @@ void ratelimit_memory_wal_worker_main(Datum) {
     // goes after the current redo pointer now.
     XLogRecPtr written_after = GetRedoRecPtr();
     memory_log_all();
+    forget_recovered_store_file();
     for (;;) {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
                         PG_WAIT_EXTENSION);
