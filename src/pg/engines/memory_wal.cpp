@@ -211,6 +211,8 @@ void ratelimit_memory_wal_worker_main(Datum) {
     // goes after the current redo pointer now.
     XLogRecPtr written_after = GetRedoRecPtr();
     memory_log_all();
+    // The store as the last recovery left it may go once those records are on disk.
+    XLogFlush(GetXLogInsertRecPtr());
     forget_recovered_store_file();
     for (;;) {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
