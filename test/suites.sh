@@ -27,7 +27,7 @@ while [ "$#" -gt 0 ]; do
     shift
 done
 
-suite_names=(format unit regress pgtap node concurrency cron metrics postgrest router lifecycle faults pgbouncer dump-restore docs fuzz)
+suite_names=(format unit regress pgtap node concurrency cron metrics postgrest router lifecycle memory-wal faults pgbouncer dump-restore docs fuzz)
 for wanted in "$@"; do
     if ! printf '%s\n' "${suite_names[@]}" | grep -qxF -- "$wanted"; then
         echo "test/suites.sh: unknown suite \"$wanted\" (the suites: ${suite_names[*]})" >&2
@@ -155,6 +155,7 @@ run_suite postgrest "PostgREST pre-request hook (own primary and hot standby)" b
 run_suite router "router: keys sharded with PL/Proxy (own router and shards)" bash test/router/run.sh
 # Restarts, crashes and a server without the library preloaded need clusters of their own.
 run_suite lifecycle "memory engine lifecycle (own clusters)" bash test/memory/lifecycle.sh
+run_suite memory-wal "memory engine in the WAL: crashes, a standby, a failover (own clusters)" bash test/memory/wal.sh
 # Reliability: faults under load (terminated and killed backends, immediate stops, timeouts, a
 # full disk) and exactness through pgbouncer in transaction pooling, on clusters of their own.
 run_suite faults "reliability: faults under load (own cluster)" bash test/reliability/faults.sh

@@ -1,0 +1,430 @@
+#!/usr/bin/env bash
+# The memory engine in the WAL (ratelimit.memory_wal = on), on clusters of its own: crashes,
+# checkpoints, a streaming standby and a failover. TAP output; exits non-zero if any check fails.
+#  - the setting needs the library preloaded, and cannot change while the server runs;
+#  - kill -9 of the postmaster a second after the last decision forgives nothing: every key on
+#    every algorithm (consume, refund, consume_many, consume_all, a policy's check) as it was,
+#    a block still in force, a reset key still fresh; also right after a CHECKPOINT (the
+#    keys' states are then only in the records written after its redo pointer), after decisions
+#    that follow one, and again right after the restart;
+#  - kill -9 under load (8 clients, a CHECKPOINT among them): the replayed count is at most what
+#    the clients were answered (plus one unanswered call per client) and at least that minus one
+#    second of their calls (the WAL writer flushes every wal_writer_delay, 200 ms); the number
+#    forgiven is printed as a comment;
+#  - the records in the WAL: pg_walinspect names the resource manager "ratelimit" and the
+#    records STATES (one per decision) and SNAPSHOT (after a checkpoint); pg_waldump, which
+#    cannot load the extension, shows them as custom209; the bytes per decision are printed;
+#  - the pgTAP files that use the memory engine pass with it on;
+#  - a hot standby made by pg_basebackup -R replays the keys: its peeks equal the primary's,
+#    also after it restarts while the primary decides; its own decisions are not logged, and
+#    the primary's next record of a key replaces them;
+#  - a failover (the primary stopped with -m immediate, the standby promoted) keeps every key;
+#    the promoted server logs its own decisions, which a crash of it keeps.
+# Run as root from the repository root, with the extension installed (test/run.sh does both).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/cluster.sh
+source scripts/tap.sh
+
+sql() {
+    psql -X -A -t -q -F ' ' -v ON_ERROR_STOP=1 -c "$1"
+}
+now_ms() {
+    echo $(($(date +%s%N) / 1000000))
+}
+
+# crash DATA-DIRECTORY: kills its postmaster with SIGKILL, as a crash would, and waits for its
+# children to notice and exit (the next start needs the old shared memory released).
+crash() {
+    local postmaster children pid
+    postmaster="$(head -1 "$1/postmaster.pid")"
+    children="$(pgrep -P "$postmaster" || true)"
+    kill -9 "$postmaster"
+    for pid in $children; do
+        while kill -0 "$pid" 2>/dev/null; do
+            sleep 0.1
+        done
+    done
+}
+# wal_worker DATA-DIRECTORY: "running" once the server's WAL worker runs (up to 5 s).
+wal_worker() {
+    local postmaster
+    postmaster="$(head -1 "$1/postmaster.pid")"
+    for _ in $(seq 1 50); do
+        if pgrep -P "$postmaster" -f 'ratelimit memory engine WAL' >/dev/null; then
+            echo running
+            return
+        fi
+        sleep 0.1
+    done
+    echo "not running"
+}
+
+echo "# a primary with ratelimit.memory_wal = on"
+# LOG lines too: the line that says the store is rebuilt from the WAL.
+cluster_start "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_wal = on" "fsync = off" \
+    "log_min_messages = log"
+primary_dir="$CLUSTER_DIR/data"
+sql "CREATE EXTENSION ratelimit"
+is "$(sql 'SHOW ratelimit.memory_wal')" "on" "SHOW ratelimit.memory_wal: on"
+error="$(psql -X -A -t -q -c "SET ratelimit.memory_wal = off" 2>&1 || true)"
+ok "$(grep -q 'parameter "ratelimit.memory_wal" cannot be changed without restarting the server' \
+    <<<"$error"; echo $?)" "it cannot change while the server runs"
+is "$(wal_worker "$primary_dir")" "running" "the WAL worker runs on the primary"
+
+# The keys the checks follow, each with its limit and algorithm (periods of 30 days: no window
+# ends and nothing refills by a unit while the test runs), and what the tests remember of them:
+# ordinary tables, so they survive the crashes and reach the standby.
+algorithm_array="ARRAY['fixed_window', 'rolling_window', 'sliding_window', 'sliding_window_counter',
+                       'token_bucket', 'gcra']"
+sql "CREATE SCHEMA wal_test" >/dev/null
+sql "CREATE TABLE wal_test.tracked (key text PRIMARY KEY, algorithm text, lim integer)"
+sql "INSERT INTO wal_test.tracked
+     SELECT 'part-' || a, a, 20 FROM unnest($algorithm_array) AS a
+     UNION ALL SELECT 'full-' || a, a, 5 FROM unnest($algorithm_array) AS a
+     UNION ALL SELECT 'many-' || g, 'gcra', 20 FROM generate_series(1, 50) AS g
+     UNION ALL VALUES ('refunded', 'fixed_window', 20), ('all-a', 'sliding_window', 20),
+                      ('all-b', 'token_bucket', 20), ('blocked', 'fixed_window', 20),
+                      ('reset', 'rolling_window', 20)"
+sql "INSERT INTO ratelimit.policies (name, \"limit\", period, engine)
+     VALUES ('wal.policy', 20, '30 days', 'memory')" >/dev/null
+# Every tracked key's peek, and the policy's subjects' checks with cost 0 (a read).
+sql "CREATE FUNCTION wal_test.state() RETURNS TABLE (key text, allowed boolean, remaining integer)
+     LANGUAGE sql AS \$\$
+         SELECT t.key, d.allowed, d.remaining FROM wal_test.tracked AS t,
+                LATERAL ratelimit.peek(t.key, t.lim, '30 days', 1, t.algorithm, 'memory') AS d
+         UNION ALL
+         SELECT 'policy:' || s, c.allowed, c.remaining FROM unnest(ARRAY['alice', 'bob']) AS s,
+                LATERAL ratelimit.check('wal.policy', s, 0) AS c
+     \$\$"
+# remember NAME: every key's state now, in wal_test.NAME.
+remember() {
+    sql "CREATE TABLE wal_test.$1 AS SELECT * FROM wal_test.state()"
+}
+# kept NAME DESCRIPTION: checks that every key is as wal_test.NAME holds it: "0 0", none differs
+# and no unit was regained (forgiven) since; lists the first keys that differ when some do.
+kept() {
+    local compared="FROM wal_test.$1 AS o JOIN wal_test.state() AS n USING (key)
+                    WHERE (n.allowed, n.remaining) IS DISTINCT FROM (o.allowed, o.remaining)"
+    is "$(sql "SELECT count(*), coalesce(sum(greatest(n.remaining - o.remaining, 0)), 0) $compared")" \
+        "0 0" "$2"
+    sql "SELECT '#   ' || key || ': ' || o.allowed || '/' || o.remaining || ' before, ' ||
+                n.allowed || '/' || n.remaining || ' now' $compared ORDER BY key LIMIT 10"
+}
+# spend N CONDITION: N calls of consume on each tracked key that meets CONDITION.
+spend() {
+    sql "SELECT count(*) FROM wal_test.tracked AS t, generate_series(1, $1) AS g,
+                LATERAL ratelimit.consume(t.key, t.lim, '30 days', 1 + 0 * g, t.algorithm, 'memory') AS d
+         WHERE $2" >/dev/null
+}
+many_keys="(SELECT array_agg('many-' || g ORDER BY g) FROM generate_series(1, 50) AS g)"
+consume_many() {
+    sql "SELECT ratelimit.consume_many($many_keys, 20, '30 days', 1, 'gcra', 'memory')" >/dev/null
+}
+consume_all() {
+    sql "SELECT ratelimit.consume_all(ARRAY['all-a', 'all-b'], ARRAY[20, 20],
+                ARRAY['30 days', '30 days']::interval[], ARRAY['sliding_window', 'token_bucket'],
+                ARRAY['memory', 'memory'])" >/dev/null
+}
+check_alice() {
+    sql "SELECT ratelimit.check('wal.policy', 'alice')" >/dev/null
+}
+# round: one more unit of every partly spent key, by each kind of call.
+round() {
+    spend 1 "t.key LIKE 'part-%'"
+    consume_many
+    consume_all
+    check_alice
+}
+
+# ---- a quiet crash -----------------------------------------------------------------------------
+spend 3 "t.key LIKE 'part-%'"
+spend 6 "t.key LIKE 'full-%'"
+consume_many
+consume_many
+sql "SELECT ratelimit.consume('refunded', 20, '30 days', 5, 'fixed_window', 'memory')" >/dev/null
+sql "SELECT ratelimit.refund('refunded', 20, '30 days', 2, 'fixed_window', 'memory')" >/dev/null
+consume_all
+consume_all
+sql "SELECT ratelimit.block('blocked', '1 day', 'memory')" >/dev/null
+spend 4 "t.key = 'reset'"
+is "$(sql "SELECT ratelimit.reset('reset', 'memory')")" "t" "a spent key is reset"
+for _ in 1 2 3; do check_alice; done
+remember before_crash
+is "$(sql "SELECT string_agg(key || '=' || left(allowed::text, 1) || '/' || remaining, ' ' ORDER BY key)
+           FROM wal_test.before_crash WHERE key NOT LIKE 'many-%' OR key = 'many-1'")" \
+    "all-a=t/18 all-b=t/18 blocked=f/0 full-fixed_window=f/0 full-gcra=f/0 full-rolling_window=f/0 full-sliding_window=f/0 full-sliding_window_counter=f/0 full-token_bucket=f/0 many-1=t/18 part-fixed_window=t/17 part-gcra=t/17 part-rolling_window=t/17 part-sliding_window=t/17 part-sliding_window_counter=t/17 part-token_bucket=t/17 policy:alice=t/17 policy:bob=t/20 refunded=t/17 reset=t/20" \
+    "the keys before the crash: spent on every algorithm and by every kind of call, blocked, reset"
+sleep 1
+crash "$primary_dir"
+cluster_server_start
+kept before_crash \
+    "kill -9 a second after the last decision: every key as it was, 0 units forgiven"
+is "$(sql "SELECT allowed, retry_after_ms > 20 * 3600 * 1000
+           FROM ratelimit.consume('blocked', 20, '30 days', p_engine => 'memory')")" "f t" \
+    "the block is still in force, for the rest of its day"
+is "$(sql "SELECT allowed, remaining FROM ratelimit.peek('reset', 20, '30 days', 1, 'rolling_window', 'memory')")" \
+    "t 20" "the reset key is still fresh"
+ok "$(grep -q 'the server did not stop cleanly: the memory engine is rebuilt from the WAL' \
+    "$CLUSTER_DIR/server.log"; echo $?)" "the log says the memory engine is rebuilt from the WAL"
+
+# ---- crashes right after a CHECKPOINT ------------------------------------------------------------
+# Recovery starts at the checkpoint's redo pointer: the keys' own records are before it, so the
+# states come from the records the worker wrote after it.
+round
+remember before_checkpoint_crash
+sql "CHECKPOINT"
+crash "$primary_dir"
+cluster_server_start
+kept before_checkpoint_crash \
+    "kill -9 right after CHECKPOINT: every key as it was, 0 units forgiven"
+sql "CHECKPOINT"
+round
+spend 4 "t.key = 'reset'"
+sql "SELECT ratelimit.reset('reset', 'memory')" >/dev/null
+remember after_checkpoint
+sleep 1
+crash "$primary_dir"
+cluster_server_start
+kept after_checkpoint \
+    "a CHECKPOINT, decisions and a reset after it, kill -9: every key as it was, 0 units forgiven"
+crash "$primary_dir"
+cluster_server_start
+kept after_checkpoint "kill -9 again right after the restart: every key as it was"
+is "$(wal_worker "$primary_dir")" "running" "the WAL worker runs again after the crashes"
+
+# ---- crashes after and under load -------------------------------------------------------------
+# bench PREFIX CLIENTS SECONDS: pgbench clients consuming 1 unit a call on PREFIX1 .. PREFIX4
+# (fixed_window, a limit no run reaches), in the background; the report goes to
+# $CLUSTER_DIR/PREFIX.out.
+bench() {
+    printf '\\set k random(1, 4)\nSELECT ratelimit.consume(%s || :k, 1000000000, %s, p_engine => %s);\n' \
+        "'$1'" "'30 days'" "'memory'" >"$CLUSTER_DIR/$1.sql"
+    pgbench -n -c "$2" -j "$2" -T "$3" -f "$CLUSTER_DIR/$1.sql" >"$CLUSTER_DIR/$1.out" 2>&1 &
+}
+# answered PREFIX: the calls pgbench was answered.
+answered() {
+    grep -o 'actually processed: [0-9]*' "$CLUSTER_DIR/$1.out" | grep -o '[0-9]*$' || echo 0
+}
+# stored PREFIX: the units the memory engine holds as consumed on PREFIX1 .. PREFIX4.
+stored() {
+    sql "SELECT sum(1000000000 - d.remaining) FROM generate_series(1, 4) AS g,
+                LATERAL ratelimit.peek('$1' || g, 1000000000, '30 days', p_engine => 'memory') AS d"
+}
+bench quiet- 8 2
+wait $! || true
+calls="$(answered quiet-)"
+sleep 1
+crash "$primary_dir"
+cluster_server_start
+units="$(stored quiet-)"
+is "$units" "$calls" "8 clients for 2 s, then kill -9 a second later: every call counted"
+echo "# forgiven $((calls - units)) of $calls (kill -9 a second after the load)"
+
+remember before_load
+bench load- 8 30
+bench_pid=$!
+started="$(now_ms)"
+sleep 1.5
+sql "CHECKPOINT"
+sleep 1.5
+crash "$primary_dir"
+crashed="$(now_ms)"
+wait "$bench_pid" || true
+cluster_server_start
+calls="$(answered load-)"
+units="$(stored load-)"
+per_second=$((calls * 1000 / (crashed - started)))
+echo "# forgiven $((calls - units)) of $calls (kill -9 under load; the clients made $per_second calls a second)"
+ok "$([ "$calls" -gt 0 ] && [ "$units" -le $((calls + 8)) ] && [ "$units" -ge $((calls - per_second)) ] &&
+    echo 0 || echo 1)" \
+    "kill -9 under load: the replayed count ($units) is at most the $calls calls answered (+ 8 unanswered), at least those of all but the last second"
+kept before_load \
+    "the keys the load did not touch, after a CHECKPOINT during the load: as they were"
+
+# ---- the records in the WAL -----------------------------------------------------------------------
+sql "CREATE EXTENSION pg_walinspect"
+start_lsn="$(sql 'SELECT pg_current_wal_insert_lsn()')"
+for i in $(seq 1 100); do
+    echo "SELECT ratelimit.consume('record-$((i % 10))', 1000, '30 days', p_engine => 'memory');"
+done | psql -X -q -v ON_ERROR_STOP=1 >/dev/null
+decided_lsn="$(sql 'SELECT pg_current_wal_insert_lsn()')"
+sql "CHECKPOINT"
+end_lsn="$(sql 'SELECT pg_current_wal_flush_lsn()')"
+records="SELECT * FROM pg_get_wal_records_info('$start_lsn', '$end_lsn')"
+is "$(sql "SELECT record_type, count(*) FROM ($records) AS r WHERE resource_manager = 'ratelimit'
+           AND record_type = 'STATES' GROUP BY 1")" "STATES 100" \
+    "pg_walinspect: resource manager ratelimit, one STATES record per decision"
+ok "$([ "$(sql "SELECT count(*) FROM ($records) AS r WHERE resource_manager = 'ratelimit'
+               AND record_type = 'SNAPSHOT'")" -gt 0 ] && echo 0 || echo 1)" \
+    "and SNAPSHOT records after the CHECKPOINT"
+echo "# WAL per decision: $(sql "SELECT round(avg(record_length)) || ' bytes a STATES record of one key (' ||
+       min(description) || '); ' || round(pg_wal_lsn_diff('$decided_lsn', '$start_lsn') / 100) ||
+       ' bytes of WAL per decision in all'
+       FROM ($records) AS r WHERE record_type = 'STATES'")"
+echo "# SNAPSHOT: $(sql "SELECT count(*) || ' records, ' || sum(record_length) || ' bytes for ' ||
+       sum(substring(description FROM 'keys ([0-9]+)')::integer) || ' keys'
+       FROM ($records) AS r WHERE record_type = 'SNAPSHOT'")"
+ratelimit_records="$(sql "SELECT count(*) FROM ($records) AS r WHERE resource_manager = 'ratelimit'")"
+waldump="$(cluster_as_postgres "$CLUSTER_BINDIR/pg_waldump" -p "$primary_dir/pg_wal" \
+    -s "$start_lsn" -e "$end_lsn" 2>&1 || true)"
+echo "# pg_waldump: $(grep -m1 'rmgr: custom209' <<<"$waldump" || echo "no custom209 record")"
+is "$(grep -c 'rmgr: custom209 ' <<<"$waldump" || true)" "$ratelimit_records" \
+    "pg_waldump shows the same records as custom209 (it cannot load the extension)"
+filtered="$(cluster_as_postgres "$CLUSTER_BINDIR/pg_waldump" --rmgr=custom209 -p "$primary_dir/pg_wal" \
+    -s "$start_lsn" -e "$end_lsn" 2>&1 || true)"
+is "$(grep -c '^rmgr: custom209 ' <<<"$filtered" || true)" "$ratelimit_records" \
+    "pg_waldump --rmgr=custom209 selects them"
+
+# ---- a hot standby ------------------------------------------------------------------------------
+standby_dir="$CLUSTER_DIR/standby"
+stop_standby() {
+    if [ -f "$standby_dir/postmaster.pid" ]; then
+        cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$standby_dir" -m fast -w stop \
+            >/dev/null 2>&1 || true
+    fi
+}
+trap 'stop_standby; cluster_stop' EXIT
+cluster_as_postgres "$CLUSTER_BINDIR/pg_basebackup" -D "$standby_dir" -R -X stream -c fast \
+    -h "$PGHOST" -p "$PGPORT" -U postgres
+chmod 700 "$standby_dir"
+standby_server_start() {
+    cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$standby_dir" -l "$CLUSTER_DIR/standby.log" \
+        -w -t 60 start >/dev/null
+}
+# A port free when looked at can be taken before the standby binds it: then the next is tried.
+for attempt in 1 2 3 4 5; do
+    standby_port="$(cluster_free_port)"
+    echo "port = $standby_port" >>"$standby_dir/postgresql.conf"
+    if standby_server_start; then
+        break
+    fi
+    if [ "$attempt" -eq 5 ] || ! grep -q 'could not bind\|could not create any TCP/IP sockets' \
+        "$CLUSTER_DIR/standby.log"; then
+        cat "$CLUSTER_DIR/standby.log" >&2
+        exit 1
+    fi
+    sleep 1
+done
+standby_sql() {
+    PGPORT=$standby_port sql "$1"
+}
+# replayed: waits (up to 60 s) until the standby has replayed all the WAL the primary has
+# written so far; prints how many milliseconds that took.
+replayed() {
+    local target started
+    target="$(sql 'SELECT pg_current_wal_insert_lsn()')"
+    started="$(now_ms)"
+    for _ in $(seq 1 1200); do
+        if [ "$(standby_sql "SELECT pg_last_wal_replay_lsn() >= '$target'" 2>/dev/null)" = t ]; then
+            echo $(($(now_ms) - started))
+            return
+        fi
+        sleep 0.05
+    done
+    echo "not replayed after 60 s"
+}
+is "$(standby_sql 'SELECT pg_is_in_recovery()')" "t" "the standby is in recovery"
+is "$(standby_sql 'SHOW ratelimit.memory_wal')" "on" "with ratelimit.memory_wal on"
+remember before_standby
+replayed >/dev/null
+PGPORT=$standby_port kept before_standby \
+    "the standby's peeks equal the primary's: every key replayed from the base backup's WAL"
+round
+remember standby_follows
+replayed >/dev/null
+PGPORT=$standby_port kept standby_follows "and follow the primary's decisions"
+is "$(wal_worker "$standby_dir")" "not running" "no WAL worker on a standby"
+
+# A standby's own decisions count there, are not logged, and the primary's next record of the
+# key replaces them.
+sql "SELECT ratelimit.consume('standby-own', 20, '30 days', 3, 'fixed_window', 'memory')" >/dev/null
+replayed >/dev/null
+is "$(standby_sql "SELECT remaining FROM ratelimit.peek('standby-own', 20, '30 days', p_engine => 'memory')")" \
+    "17" "a key spent on the primary reads as spent on the standby"
+is "$(standby_sql "SELECT allowed, remaining FROM ratelimit.consume('standby-own', 20, '30 days', 4, 'fixed_window', 'memory')")" \
+    "t 13" "a consume on the standby is decided there, from the replayed count"
+is "$(sql "SELECT remaining FROM ratelimit.peek('standby-own', 20, '30 days', p_engine => 'memory')")" \
+    "17" "and is not logged: the primary does not see it"
+sql "SELECT ratelimit.consume('standby-own', 20, '30 days', 1, 'fixed_window', 'memory')" >/dev/null
+replayed >/dev/null
+is "$(standby_sql "SELECT remaining FROM ratelimit.peek('standby-own', 20, '30 days', p_engine => 'memory')")" \
+    "16" "the primary's next decision on the key replaces the standby's own count (16, not 12)"
+
+# The standby restarts while the primary decides, and catches up.
+sql "INSERT INTO wal_test.tracked SELECT 'during-restart-' || g, 'fixed_window', 1000000000
+     FROM generate_series(1, 4) AS g"
+bench during-restart- 2 4
+bench_pid=$!
+sleep 1
+cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$standby_dir" -l "$CLUSTER_DIR/standby.log" \
+    -m fast -w -t 60 restart >/dev/null
+round
+wait "$bench_pid" || true
+remember after_standby_restart
+replayed >/dev/null
+PGPORT=$standby_port kept after_standby_restart \
+    "a standby restarted while the primary decides catches up: its peeks equal the primary's"
+
+# The pgTAP files that use the memory engine, with the standby replaying them.
+sql "CREATE DATABASE ratelimit_pgtap" >/dev/null
+for file in memory_engine batch_calls penalties drop_ins_on_engines; do
+    ok "$(PGDATABASE=ratelimit_pgtap pg_prove -Q "test/pgtap/$file.sql" >"$CLUSTER_DIR/pgtap.out" 2>&1
+        echo $?)" "test/pgtap/$file.sql passes with memory_wal on"
+    grep -v '^All tests successful\|^Files=\|^Result: PASS' "$CLUSTER_DIR/pgtap.out" | sed 's/^/#   /' || true
+done
+case "$(replayed)" in
+*[!0-9]*) ok 1 "the standby replays the pgTAP files' records" ;;
+*) ok 0 "the standby replays the pgTAP files' records" ;;
+esac
+
+# ---- a failover ---------------------------------------------------------------------------------
+sql "INSERT INTO wal_test.tracked SELECT 'failover-' || g, 'fixed_window', 1000000000
+     FROM generate_series(1, 4) AS g"
+bench failover- 4 2
+bench_pid=$!
+round
+wait "$bench_pid" || true
+echo "# replication lag: $(replayed) ms from the primary's last decision to its replay on the standby"
+remember before_failover
+replayed >/dev/null
+cluster_server_stop immediate
+cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$standby_dir" -w -t 60 promote >/dev/null
+is "$(standby_sql 'SELECT pg_is_in_recovery()')" "f" "the standby is promoted (the primary stopped with -m immediate)"
+PGPORT=$standby_port kept before_failover \
+    "every key the primary spent is still spent on the promoted server"
+is "$(wal_worker "$standby_dir")" "running" "the promoted server runs the WAL worker"
+crash "$standby_dir"
+standby_server_start
+PGPORT=$standby_port kept before_failover "kill -9 of the promoted server right after: every key as it was"
+PGPORT=$standby_port round
+PGPORT=$standby_port remember after_promotion
+sleep 1
+crash "$standby_dir"
+standby_server_start
+PGPORT=$standby_port kept after_promotion \
+    "the promoted server logs its own decisions: kill -9 of it keeps them"
+is "$(grep -c 'PANIC' "$CLUSTER_DIR/server.log" "$CLUSTER_DIR/standby.log" | awk -F: '{ n += $2 } END { print n }')" \
+    "0" "no PANIC in the servers' logs"
+stop_standby
+cluster_stop
+trap cluster_stop EXIT
+
+echo "# a server without the library preloaded"
+cluster_start "ratelimit.memory_wal = on" "fsync = off"
+# Loading the library removes the placeholder with a WARNING, which is not what this checks.
+sql "SET client_min_messages = error; CREATE EXTENSION ratelimit"
+error="$(psql -X -A -t -q -c "LOAD 'ratelimit'" -c "SHOW ratelimit.memory_wal" 2>&1 || true)"
+ok "$(grep -q 'unrecognized configuration parameter "ratelimit.memory_wal"' <<<"$error"; echo $?)" \
+    "ratelimit.memory_wal needs the library preloaded: loaded later, it is no setting"
+error="$(psql -X -A -t -q -c "SELECT ratelimit.consume('k', 1, '1 hour', p_engine => 'memory')" 2>&1 || true)"
+ok "$(grep -q 'p_engine "memory" is not available' <<<"$error"; echo $?)" \
+    "and the memory engine is not available"
+cluster_stop
+
+echo "1..$checks"
+if [ "$failures" -gt 0 ]; then
+    echo "# $failures of $checks checks failed"
+    exit 1
+fi
+echo "# all $checks checks passed"
