@@ -21,7 +21,7 @@ codename_of_major "$major" >/dev/null
 suites=("$@")
 if [ "${#suites[@]}" -eq 0 ]; then
     # format, unit and fuzz test the source, not what is installed.
-    suites=(regress pgtap node concurrency cron metrics postgrest router lifecycle faults pgbouncer
+    suites=(regress pgtap node concurrency cron metrics postgrest router lifecycle memory-wal faults pgbouncer
         dump-restore docs)
 fi
 version="$(sed -n "s/^default_version = '\(.*\)'/\1/p" ratelimit.control)"

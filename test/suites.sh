@@ -61,10 +61,12 @@ make -s -j2 test/unit/core_unit_tests test/concurrency/concurrency_tests
 source scripts/cluster.sh
 # pg_cron runs its jobs in background workers in the postgres database (test/cron/). The
 # memory engine needs the library preloaded; its store holds 100,000 keys, the size the
-# eviction test fills ten times over.
+# eviction test fills ten times over. It writes its changes to the WAL (ratelimit.memory_wal),
+# so that every suite that uses it runs the logged path; test/memory/lifecycle.sh runs it
+# without, on clusters of its own.
 cluster_start "shared_preload_libraries = 'pg_cron,ratelimit'" "cron.database_name = 'postgres'" \
     "cron.use_background_workers = on" "max_worker_processes = 16" "fsync = off" \
-    "ratelimit.memory_capacity = 100000"
+    "ratelimit.memory_capacity = 100000" "ratelimit.memory_wal = on"
 
 passed=0
 failed=0

@@ -45,6 +45,10 @@ constexpr std::size_t kRecordBytes = 8 * (kSavedSlotFixedBytes + kMaxSlidingLog 
 // The record being built by this process (one at a time: WalKeys are never nested).
 char record_buffer[kRecordBytes];
 
+// The end of the last record this process inserted and has not yet asked the WAL writer to
+// flush: asked once its partition's lock is released (memory_wal_written()).
+XLogRecPtr unannounced_end = InvalidXLogRecPtr;
+
 std::size_t saved_bytes(const SavedSlot& saved) {
     return kSavedSlotFixedBytes + static_cast<std::size_t>(saved.log_count) * sizeof(LogEntry);
 }
@@ -141,6 +145,14 @@ void install_memory_wal() {
         register_wal_worker();
 }
 
+void memory_wal_written() {
+    if (unannounced_end == InvalidXLogRecPtr)
+        return;
+    // No transaction waits for it: the WAL writer flushes it within wal_writer_delay.
+    XLogSetAsyncXactLSN(unannounced_end);
+    unannounced_end = InvalidXLogRecPtr;
+}
+
 bool memory_wal_logging() {
     return setting::memory_wal && !RecoveryInProgress();
 }
@@ -180,9 +192,7 @@ void WalKeys::insert() noexcept {
     START_CRIT_SECTION();
     XLogBeginInsert();
     XLogRegisterData(record_buffer, static_cast<uint32>(used_));
-    const XLogRecPtr end = XLogInsert(kMemoryWalRmgrId, kind_);
-    // No transaction waits for it: the WAL writer flushes it within wal_writer_delay.
-    XLogSetAsyncXactLSN(end);
+    unannounced_end = XLogInsert(kMemoryWalRmgrId, kind_);
     END_CRIT_SECTION();
     used_ = 0;
     count_ = 0;

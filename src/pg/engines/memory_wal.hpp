@@ -45,6 +45,10 @@ void install_memory_wal();
 // is on and the server is not in recovery (a hot standby's own decisions stay its own).
 bool memory_wal_logging();
 
+// Asks the WAL writer to flush what WalKeys inserted (as an asynchronous commit does), once the
+// partition locks are released: waking it is a system call that need not hold them.
+void memory_wal_written();
+
 // The store's hash key when the engine is logged: derived from the cluster's own random nonce
 // (pg_control), so that the server after a crash and every standby made from it hash keys
 // alike, and no client can know it.

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Benchmark of the memory engine written to the WAL (ratelimit.memory_wal): the same server
+# started twice, without and with the setting (it is read at start), each case right after a
+# SELECT 1 floor of its own: ratelimit.consume on the memory engine on a hot key and over 100,000
+# keys, consume_many of 100 keys, and, with the WAL on, the logged table engine on the hot key;
+# the WAL each memory decision writes, from pg_current_wal_insert_lsn() around a measured run.
+# 8 clients, one pass.
+#
+# Run as root from the repository root:  bash bench/memory_wal.sh
+#   BENCH_SECONDS         measured seconds per case (default 5)
+#   BENCH_WARMUP_SECONDS  warm-up seconds per case, not measured (default 2)
+#   BENCH_NO_BUILD        set: measure the installed extension (bench/lib.sh)
+# Writes bench/results/memory_wal.md; every pgbench output is kept in bench/results/memory_wal/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/lib.sh
+
+started_at="$(date +%s)"
+load_before="$(cut -d ' ' -f 1-3 /proc/loadavg)"
+
+bench_init memory_wal
+seconds="${BENCH_SECONDS:-5}"
+warmup_seconds="${BENCH_WARMUP_SECONDS:-2}"
+bench_command bench/memory_wal.sh
+
+# Every call is allowed (10^9 per 365 days), so that each case measures a call that counts.
+limit=1000000000
+period="365 days"
+memory_capacity=200000
+pg_host=127.0.0.1
+jobs=2
+
+# start_server WAL: the server with ratelimit.memory_wal = WAL (off or on).
+start_server() {
+    cluster_start "shared_buffers = 512MB" "max_wal_size = 4GB" \
+        "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_capacity = $memory_capacity" \
+        "ratelimit.memory_wal = $1"
+}
+
+# measure NAME SCRIPT [pgbench -D options]: a CHECKPOINT, a warm-up and the measured run, with
+# the WAL written during the measured run in wal_bytes[NAME].
+declare -A wal_bytes decisions
+measure() {
+    local name="$1" script="$2" before after
+    shift 2
+    pgbench_options=(-n -M prepared -h "$pg_host" -c "$clients" -j "$jobs" "$@")
+    echo "memory_wal: $name (${warmup_seconds}s warm-up, ${seconds}s measured)"
+    psql -X -q -d "$database" -c "CHECKPOINT"
+    pgbench_run "$name-warmup" "$script" "$warmup_seconds"
+    before="$(psql -X -A -t -d "$database" -c "SELECT pg_current_wal_insert_lsn()")"
+    pgbench_run "$name" "$script" "$seconds"
+    after="$(psql -X -A -t -d "$database" -c "SELECT pg_current_wal_insert_lsn()")"
+    tps[$name]="$run_tps"
+    decisions[$name]="$run_transactions"
+    wal_bytes[$name]="$(psql -X -A -t -d "$database" -c "SELECT pg_wal_lsn_diff('$after', '$before')")"
+}
+
+# populate ENGINE: the first call of every key of the 100k set on ENGINE.
+populate() {
+    local first allowed
+    for first in 0 10000 20000 30000 40000 50000 60000 70000 80000 90000; do
+        allowed="$(psql -X -A -t -d "$database" -v engine="$1" -v first="$first" \
+            -v limit="$limit" -v period="$period" -f bench/memory_wal/populate.sql)"
+        if [ "$allowed" -ne 10000 ]; then
+            echo "memory_wal: populating $1 allowed $allowed of 10000" >&2
+            exit 1
+        fi
+    done
+}
+
+# pass WAL: every case on a server with ratelimit.memory_wal = WAL; names end in -WAL.
+pass() {
+    local wal="$1" variables=(-D "limit=$limit" -D "period=$period")
+    start_server "$wal"
+    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $database" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -d "$database" -f bench/memory_wal/setup.sql >/dev/null
+    server_version="$(psql -X -A -t -d "$database" -c "SHOW server_version")"
+    populate memory
+    measure "select1-hot-$wal" select1.sql
+    measure "memory-hot-$wal" consume.sql "${variables[@]}" -D keys=1 -D engine=memory
+    measure "select1-100k-$wal" select1.sql
+    measure "memory-100k-$wal" consume.sql "${variables[@]}" -D keys=100000 -D engine=memory
+    measure "select1-many-$wal" select1.sql
+    measure "memory-many100-$wal" many.sql "${variables[@]}" -D n=100 -D engine=memory
+    if [ "$wal" = on ]; then
+        measure "select1-table-$wal" select1.sql
+        measure "table-hot-$wal" consume.sql "${variables[@]}" -D keys=1 -D engine=table
+    fi
+    psql -X -q -c "DROP DATABASE $database" >/dev/null
+    cluster_stop
+}
+
+bench_build
+rm -rf "$logs"
+mkdir -p "$logs"
+pass off
+pass on
+
+# of NAME FLOOR: the case's TPS as a ratio to its own floor.
+of() {
+    ratio "${tps[$1]}" "${tps[$2]}" 3
+}
+# decisions_of NAME FLOOR: a batch case's decisions per second (100 a call) against its floor.
+decisions_of() {
+    awk -v t="${tps[$1]}" -v f="${tps[$2]}" 'BEGIN { printf "%.2f", t * 100 / f }'
+}
+per_decision() {
+    local name="$1" per_call="${2:-1}"
+    awk -v b="${wal_bytes[$name]}" -v n="${decisions[$name]}" -v k="$per_call" \
+        'BEGIN { printf "%.0f", b / (n * k) }'
+}
+table="$(
+    echo "| case | WAL off: TPS (ratio to its SELECT 1) | WAL on: TPS (ratio to its SELECT 1) | on / off | WAL bytes per decision (on) |"
+    echo "|---|---:|---:|---:|---:|"
+    for c in hot 100k; do
+        printf '| memory consume, %s | %.0f (%s) | %.0f (%s) | %s | %s |\n' "$c" \
+            "${tps[memory-$c-off]}" "$(of "memory-$c-off" "select1-$c-off")" \
+            "${tps[memory-$c-on]}" "$(of "memory-$c-on" "select1-$c-on")" \
+            "$(ratio "$(of "memory-$c-on" "select1-$c-on")" "$(of "memory-$c-off" "select1-$c-off")" 3)" \
+            "$(per_decision "memory-$c-on")"
+    done
+    printf '| memory consume_many of 100 keys (decisions/s) | %.0f (%s) | %.0f (%s) | %s | %s |\n' \
+        "$(awk -v t="${tps[memory-many100-off]}" 'BEGIN { print t * 100 }')" \
+        "$(decisions_of memory-many100-off select1-many-off)" \
+        "$(awk -v t="${tps[memory-many100-on]}" 'BEGIN { print t * 100 }')" \
+        "$(decisions_of memory-many100-on select1-many-on)" \
+        "$(ratio "$(of memory-many100-on select1-many-on)" "$(of memory-many100-off select1-many-off)" 3)" \
+        "$(per_decision memory-many100-on 100)"
+    printf '| table consume, hot (WAL on server) | — | %.0f (%s) | memory on / table: %s | %s |\n' \
+        "${tps[table-hot-on]}" "$(of table-hot-on select1-table-on)" \
+        "$(ratio "${tps[memory-hot-on]}" "${tps[table-hot-on]}" 1)" "$(per_decision table-hot-on)"
+)"
+echo
+echo "$table"
+mkdir -p bench/results
+{
+    echo "# Memory engine with and without ratelimit.memory_wal"
+    echo
+    echo "- Date: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); load before the pass: $load_before;" \
+        "pass took $(($(date +%s) - started_at)) s"
+    echo "- PostgreSQL: $server_version; nproc: $(nproc) (pgbench and the server share these CPUs)"
+    echo "- Command: \`$command\`"
+    echo "- Each case: \`pgbench -n -M prepared -h 127.0.0.1 -c $clients -j $jobs -T $seconds\`" \
+        "after a ${warmup_seconds}s warm-up and a CHECKPOINT, right after a SELECT 1 floor of its own"
+    echo "- Server: shared_buffers = 512MB, max_wal_size = 4GB, fsync and synchronous_commit on," \
+        "ratelimit.memory_capacity = $memory_capacity; the same server started with" \
+        "ratelimit.memory_wal off, then on; the 100k keys populated first"
+    echo "- WAL bytes per decision: pg_current_wal_insert_lsn() before and after the measured run," \
+        "over its decisions (the record's header and the key's 80-byte state, plus the WAL's page" \
+        "headers and anything else the server wrote meanwhile)"
+    echo
+    echo "$table"
+} >bench/results/memory_wal.md
+echo "memory_wal: written to bench/results/memory_wal.md"

@@ -1,0 +1,2 @@
+-- The floor: a round trip that does no work.
+SELECT 1;
