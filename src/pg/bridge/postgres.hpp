@@ -1,5 +1,7 @@
-// The one door from C++ into PostgreSQL's C headers. Only files under src/pg/ include it; the
-// core (src/core/, include/ratelimit/) never does.
+// The door from C++ into PostgreSQL's C headers: postgres.h first (PostgreSQL requires it), then
+// the headers most files use. Only files under src/pg/ include it; the core (src/core/,
+// include/ratelimit/) never does. A file that needs more of PostgreSQL includes this first and
+// opens one extern "C" block for the rest (scripts/check-layout.sh checks both).
 #pragma once
 
 // PostgreSQL's port.h redefines snprintf and friends as macros; the C++ standard headers must
