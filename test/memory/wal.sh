@@ -192,6 +192,19 @@ crash "$primary_dir"
 cluster_server_start
 kept after_checkpoint "kill -9 again right after the restart: every key as it was"
 is "$(wal_worker "$primary_dir")" "running" "the WAL worker runs again after the crashes"
+# Every checkpoint waits for the worker, not only the first after it starts: three in a row,
+# decisions between them, then kill -9 right after the last.
+round
+sql "CHECKPOINT"
+spend 2 "t.key = 'reset'"
+sql "CHECKPOINT"
+round
+sql "CHECKPOINT"
+remember after_checkpoints
+crash "$primary_dir"
+cluster_server_start
+kept after_checkpoints \
+    "three CHECKPOINTs with decisions between them, kill -9 right after the last: every key as it was"
 
 # ---- crashes after and under load -------------------------------------------------------------
 # bench PREFIX CLIENTS SECONDS: pgbench clients consuming 1 unit a call on PREFIX1 .. PREFIX4

@@ -470,10 +470,10 @@ Micros memory_block(const MemoryKey& key, Micros until, Micros now) {
 
 bool memory_reset(const MemoryKey& key) {
     const bool found = with_partition(key.partition, LW_EXCLUSIVE, [&](MemoryStore& store) {
-        const bool found = store.reset(key.partition, key.hash);
-        if (found && memory_wal_logging())
+        const bool reset = store.reset(key.partition, key.hash);
+        if (reset && memory_wal_logging())
             log_key(store, key);
-        return found;
+        return reset;
     });
     memory_wal_written();
     return found;

@@ -243,8 +243,11 @@ void ratelimit_memory_wal_worker_main(Datum) {
         // A checkpoint has fixed its redo pointer, and waits for this transaction.
         memory_log_all();
         written_after = redo;
+        // Ending the transaction also clears the flag (PostgreSQL clears it at every end of a
+        // transaction): the new one sets it again.
         CommitTransactionCommand();
         StartTransactionCommand();
         pgstat_report_xact_timestamp(0);
+        MyProc->delayChkptFlags |= DELAY_CHKPT_START;
     }
 }
