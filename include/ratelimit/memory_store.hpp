@@ -314,6 +314,7 @@ class MemoryStore {
     const PartitionHeader& partition_header(int partition) const noexcept;
     std::uint32_t& bucket_of(const PartitionHeader& header, const KeyHash& key) noexcept;
     MemorySlot* find(int partition, const KeyHash& key) noexcept;
+    const MemorySlot* find(int partition, const KeyHash& key) const noexcept;
     MemorySlot* insert(PartitionHeader& header, const KeyHash& key, Micros now,
                        const Tenant& tenant, bool any_database) noexcept;
     bool make_room(PartitionHeader& header, Micros now, const Tenant& tenant, const Need& need,

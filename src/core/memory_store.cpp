@@ -1,6 +1,7 @@
 #include "ratelimit/memory_store.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <atomic>
 #include <cstring>
 #include <new>
@@ -180,13 +181,18 @@ void MemoryStore::prefetch_slot(int partition, const KeyHash& key) const noexcep
         __builtin_prefetch(&slots_[head], 1);
 }
 
-MemorySlot* MemoryStore::find(int partition, const KeyHash& key) noexcept {
-    for (std::uint32_t i = bucket_of(partitions_[partition], key); i != kNoSlot;
+const MemorySlot* MemoryStore::find(int partition, const KeyHash& key) const noexcept {
+    const PartitionHeader& header = partitions_[partition];
+    for (std::uint32_t i = buckets_[header.first + key.low % header.count]; i != kNoSlot;
          i = slots_[i].chain_next) {
         if (slots_[i].key == key)
             return &slots_[i];
     }
     return nullptr;
+}
+
+MemorySlot* MemoryStore::find(int partition, const KeyHash& key) noexcept {
+    return const_cast<MemorySlot*>(std::as_const(*this).find(partition, key));
 }
 
 void MemoryStore::touch(PartitionHeader& header, std::uint32_t index) noexcept {

@@ -37,15 +37,10 @@ void load_saved_state(const SavedSlot& saved, KeyState& state) {
 }
 
 bool MemoryStore::saved(int partition, const KeyHash& key, SavedSlot& saved) const noexcept {
-    const PartitionHeader& header = partitions_[partition];
-    for (std::uint32_t i = buckets_[header.first + key.low % header.count]; i != kNoSlot;
-         i = slots_[i].chain_next) {
-        if (slots_[i].key == key) {
-            saved_form(slots_[i], saved);
-            return true;
-        }
-    }
-    return false;
+    const MemorySlot* slot = find(partition, key);
+    if (slot != nullptr)
+        saved_form(*slot, saved);
+    return slot != nullptr;
 }
 
 void MemoryStore::saved_form(const MemorySlot& slot, SavedSlot& saved) const noexcept {
