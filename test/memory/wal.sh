@@ -19,7 +19,8 @@
 #    also after it restarts while the primary decides; its own decisions are not logged, and
 #    the primary's next record of a key replaces them;
 #  - a failover (the primary stopped with -m immediate, the standby promoted) keeps every key;
-#    the promoted server logs its own decisions, which a crash of it keeps.
+#    the promoted server logs its own decisions, which a crash of it keeps;
+#  - a server that replays the records with the setting off ignores them, and logs it.
 # Run as root from the repository root, with the extension installed (test/run.sh does both).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -417,8 +418,23 @@ crash "$standby_dir"
 standby_server_start
 PGPORT=$standby_port kept after_promotion \
     "the promoted server logs its own decisions: kill -9 of it keeps them"
+
+# A server that replays the records with the setting off ignores them, and says so.
+PGPORT=$standby_port sql "SELECT ratelimit.consume('replayed-off', 20, '30 days', 5, 'fixed_window', 'memory')" >/dev/null
+sleep 1
+crash "$standby_dir"
+echo "ratelimit.memory_wal = off" >>"$standby_dir/postgresql.conf"
+standby_server_start
+is "$(PGPORT=$standby_port sql 'SHOW ratelimit.memory_wal')" "off" "restarted after a crash with ratelimit.memory_wal off"
+warned="$(grep -q "the memory engine's WAL records are ignored: ratelimit.memory_wal is off" \
+    "$CLUSTER_DIR/standby.log"; echo $?)"
+ok "$warned" "its recovery logs that the memory engine's records are ignored"
+[ "$warned" = 0 ] || tail -20 "$CLUSTER_DIR/standby.log" | sed 's/^/#   /'
+is "$(PGPORT=$standby_port sql "SELECT remaining FROM ratelimit.peek('replayed-off', 20, '30 days', p_engine => 'memory')")" \
+    "20" "and its memory engine starts empty, as without the setting"
 is "$(grep -c 'PANIC' "$CLUSTER_DIR/server.log" "$CLUSTER_DIR/standby.log" | awk -F: '{ n += $2 } END { print n }')" \
     "0" "no PANIC in the servers' logs"
+grep -h -B3 -A3 'PANIC' "$CLUSTER_DIR/server.log" "$CLUSTER_DIR/standby.log" | sed 's/^/#   /' || true
 stop_standby
 cluster_stop
 trap cluster_stop EXIT

@@ -361,8 +361,6 @@ Decision memory_decide(const MemoryKey& key, const Limit& limit, Micros now, std
             log_key(store, key);
         return decided;
     });
-    if (logged)
-        memory_wal_written();
     if (room.refused)
         note_refusal(key.hash);
     after_pressure(room);
@@ -429,8 +427,6 @@ void memory_decide_each(const MemoryKey* keys, std::size_t count, const Limit& l
             record.insert();
             return at;
         });
-        if (logged)
-            memory_wal_written();
         if (refused != count)
             note_refusal(keys[refused].hash);
         after_pressure(room);
@@ -448,7 +444,6 @@ Micros memory_block(const MemoryKey& key, Micros until, Micros now) {
             log_key(store, key);
         return end;
     });
-    memory_wal_written();
     after_pressure(room);
     if (blocked < 0 && refused_in_this_statement(key.hash))
         return now;  // a count_denied lockout of a key just denied for lack of room
@@ -475,7 +470,6 @@ bool memory_reset(const MemoryKey& key) {
             log_key(store, key);
         return reset;
     });
-    memory_wal_written();
     return found;
 }
 
@@ -553,7 +547,6 @@ bool memory_consume_all(MemoryTierCall* calls, int count, Micros now, std::int64
             store.release(partitions[k], tenant);
         while (held > 0)
             LWLockRelease(partition_lock(partitions[--held]));
-        memory_wal_written();
     } catch (...) {
         MemoryStore store = MemoryStore::attach(store_block());
         for (int k = 0; k < held; ++k)
@@ -647,7 +640,6 @@ void memory_log_all() {
         store.for_each_oldest_first(p, [&](const SavedSlot& saved) { record.add(saved); });
         record.insert();
         LWLockRelease(partition_lock(p));
-        memory_wal_written();
     }
 }
 

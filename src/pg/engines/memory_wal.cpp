@@ -45,10 +45,6 @@ constexpr std::size_t kRecordBytes = 8 * (kSavedSlotFixedBytes + kMaxSlidingLog 
 // The record being built by this process (one at a time: WalKeys are never nested).
 char record_buffer[kRecordBytes];
 
-// The end of the last record this process inserted and has not yet asked the WAL writer to
-// flush: asked once its partition's lock is released (memory_wal_written()).
-XLogRecPtr unannounced_end = InvalidXLogRecPtr;
-
 std::size_t saved_bytes(const SavedSlot& saved) {
     return kSavedSlotFixedBytes + static_cast<std::size_t>(saved.log_count) * sizeof(LogEntry);
 }
@@ -66,7 +62,29 @@ const char* record_name(std::uint8_t info) {
 
 // ---- replay ----------------------------------------------------------------------------------
 
+// A server that replays this WAL with ratelimit.memory_wal off (a standby set up without it, or
+// a primary restarted with it off after a crash) hashes keys with a key of its own, so it could
+// not find the replayed states: it ignores them, and says so once per recovery.
+void ignore_records_without_setting() {
+    static bool warned = false;
+    if (warned)
+        return;
+    warned = true;
+    // LOG, not WARNING: in the server's log, LOG ranks above WARNING.
+    ereport(LOG,
+            (errmsg("ratelimit: the memory engine's WAL records are ignored: ratelimit.memory_wal "
+                    "is off on this server"),
+             errdetail("Its memory engine keeps its own counts, not those of the server that "
+                       "wrote the WAL."),
+             errhint("Set ratelimit.memory_wal = on on every server that replays the WAL of a "
+                     "server where it is on, standbys included.")));
+}
+
 void redo(XLogReaderState* record) {
+    if (!setting::memory_wal) {
+        ignore_records_without_setting();
+        return;
+    }
     const char* data = XLogRecGetData(record);
     const std::size_t length = XLogRecGetDataLen(record);
     // Plain data: the startup process has no error recovery to unwind.
@@ -115,7 +133,34 @@ void recovery_done() {
 
 RmgrData memory_rmgr;
 
-// ---- the worker that holds the checkpoints ---------------------------------------------------
+// ---- the worker: announces the WAL, holds the checkpoints -------------------------------------
+
+// How often the worker looks for a new redo pointer and for WAL to announce, in milliseconds.
+constexpr long kWorkerTickMs = 10;
+
+// The end of the WAL inserted so far. GetXLogInsertRecPtr() is where the next record will start,
+// which at the start of a page is past the page's header, where no WAL is yet: asked to flush
+// that far, the WAL writer would PANIC.
+XLogRecPtr inserted_end() {
+    const XLogRecPtr next = GetXLogInsertRecPtr();
+    const XLogRecPtr header = XLogSegmentOffset(next, wal_segment_size) < XLOG_BLCKSZ
+                                  ? SizeOfXLogLongPHD
+                                  : SizeOfXLogShortPHD;
+    return next % XLOG_BLCKSZ == header ? next - header : next;
+}
+
+// Asks the WAL writer to write and flush the WAL inserted so far, as an asynchronous commit does,
+// if it grew since `announced`. A decision inserts its record without this: asking costs a
+// spinlock shared by every backend and, while the WAL writer is behind, a signal that wakes it,
+// which on every call cost more than the record itself. Asked once a tick instead, the WAL writer
+// still has each record within a tick, and flushes it within wal_writer_delay.
+void announce_inserted(XLogRecPtr& announced) {
+    const XLogRecPtr inserted = inserted_end();
+    if (inserted <= announced)
+        return;
+    XLogSetAsyncXactLSN(inserted);
+    announced = inserted;
+}
 
 void register_wal_worker() {
     BackgroundWorker worker;
@@ -143,14 +188,6 @@ void install_memory_wal() {
     RegisterCustomRmgr(kMemoryWalRmgrId, &memory_rmgr);
     if (setting::memory_wal)
         register_wal_worker();
-}
-
-void memory_wal_written() {
-    if (unannounced_end == InvalidXLogRecPtr)
-        return;
-    // No transaction waits for it: the WAL writer flushes it within wal_writer_delay.
-    XLogSetAsyncXactLSN(unannounced_end);
-    unannounced_end = InvalidXLogRecPtr;
 }
 
 bool memory_wal_logging() {
@@ -189,18 +226,25 @@ void WalKeys::add(const SavedSlot& saved) noexcept {
 void WalKeys::insert() noexcept {
     if (count_ == 0)
         return;
+    // The record is not the calling transaction's (a decision is not transactional): its commit
+    // must not ask the WAL writer to flush it, which costs a call as much as the WAL writer's
+    // wake-ups do (announce_inserted() asks once a tick). So the transaction's last WAL position
+    // stays where the transaction's own records left it; those it writes later still cover this.
+    const XLogRecPtr transaction_end = XactLastRecEnd;
     START_CRIT_SECTION();
     XLogBeginInsert();
     XLogRegisterData(record_buffer, static_cast<uint32>(used_));
-    unannounced_end = XLogInsert(kMemoryWalRmgrId, kind_);
+    (void)XLogInsert(kMemoryWalRmgrId, kind_);
     END_CRIT_SECTION();
+    XactLastRecEnd = transaction_end;
     used_ = 0;
     count_ = 0;
 }
 
 }  // namespace ratelimit::pg
 
-// The worker: holds every checkpoint (DELAY_CHKPT_START on its virtual transaction) until it
+// The worker: every tick, asks the WAL writer to flush the records inserted since the last one.
+// It holds every checkpoint (DELAY_CHKPT_START on its virtual transaction) until it
 // has written every key after that checkpoint's redo pointer, then lets it go by ending its
 // transaction and holds the next one with a new one. A checkpoint takes at least one of its own
 // 10 ms sleeps to notice, and cannot begin the next until it has finished, so the worker holds
@@ -222,10 +266,11 @@ void ratelimit_memory_wal_worker_main(Datum) {
     XLogRecPtr written_after = GetRedoRecPtr();
     memory_log_all();
     // The store as the last recovery left it may go once those records are on disk.
-    XLogFlush(GetXLogInsertRecPtr());
+    XLogFlush(inserted_end());
     forget_recovered_store_file();
+    XLogRecPtr announced = inserted_end();
     for (;;) {
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kWorkerTickMs,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
@@ -237,6 +282,7 @@ void ratelimit_memory_wal_worker_main(Datum) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
         }
+        announce_inserted(announced);
         const XLogRecPtr redo = GetRedoRecPtr();
         if (redo == written_after)
             continue;

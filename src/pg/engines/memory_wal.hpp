@@ -1,7 +1,8 @@
 // The memory engine in the WAL (ratelimit.memory_wal = on): each change to a key is written to
 // the WAL as the key's whole state, while its partition's lock is held, without waiting for the
-// flush (no transaction id; the WAL writer flushes it within wal_writer_delay, as it does for
-// asynchronous commits). Crash recovery and every standby replay the records into their store,
+// flush (no transaction id). A worker (ratelimit memory engine WAL) asks the WAL writer every
+// 10 ms to flush what was inserted, as an asynchronous commit does, and the WAL writer flushes it
+// within wal_writer_delay. Crash recovery and every standby replay the records into their store,
 // through the resource manager "ratelimit" (RmgrId kMemoryWalRmgrId).
 //
 // Recovery starts at the last checkpoint's redo pointer, so every key's state must be found
@@ -44,10 +45,6 @@ void install_memory_wal();
 // True when this process writes the memory engine's changes to the WAL now: ratelimit.memory_wal
 // is on and the server is not in recovery (a hot standby's own decisions stay its own).
 bool memory_wal_logging();
-
-// Asks the WAL writer to flush what WalKeys inserted (as an asynchronous commit does), once the
-// partition locks are released: waking it is a system call that need not hold them.
-void memory_wal_written();
 
 // The store's hash key when the engine is logged: derived from the cluster's own random nonce
 // (pg_control), so that the server after a crash and every standby made from it hash keys
