@@ -62,8 +62,10 @@ wal_worker() {
 }
 
 echo "# a primary with ratelimit.memory_wal = on"
-# LOG lines too: the line that says the store is rebuilt from the WAL.
+# LOG lines too: the line that says the store is rebuilt from the WAL. The WAL is kept (1 GB):
+# the records' checks read WAL from before a CHECKPOINT, which would otherwise recycle it.
 cluster_start "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_wal = on" "fsync = off" \
+    "wal_keep_size = '1GB'" \
     "log_min_messages = log"
 primary_dir="$CLUSTER_DIR/data"
 sql "CREATE EXTENSION ratelimit"
