@@ -282,13 +282,18 @@ echo "# SNAPSHOT: $(sql "SELECT count(*) || ' records, ' || sum(record_length) |
        sum(substring(description FROM 'keys ([0-9]+)')::integer) || ' keys'
        FROM ($records) AS r WHERE record_type = 'SNAPSHOT'")"
 ratelimit_records="$(sql "SELECT count(*) FROM ($records) AS r WHERE resource_manager = 'ratelimit'")"
+# The first segment is named: found by itself, pg_waldump takes the segment size from whichever
+# file the directory lists first, and a segment made ahead of use (none is recycled while the WAL
+# is kept) has no header yet.
+start_segment="$(sql "SELECT pg_walfile_name('$start_lsn')")"
 waldump="$(cluster_as_postgres "$CLUSTER_BINDIR/pg_waldump" -p "$primary_dir/pg_wal" \
-    -s "$start_lsn" -e "$end_lsn" 2>&1 || true)"
-echo "# pg_waldump: $(grep -m1 'rmgr: custom209' <<<"$waldump" || echo "no custom209 record")"
+    -s "$start_lsn" -e "$end_lsn" "$start_segment" 2>&1 || true)"
+echo "# pg_waldump: $(grep -m1 'rmgr: custom209' <<<"$waldump" || echo "no custom209 record; it ended with:")"
+grep -q 'rmgr: custom209' <<<"$waldump" || tail -3 <<<"$waldump" | sed 's/^/#   /'
 is "$(grep -c 'rmgr: custom209 ' <<<"$waldump" || true)" "$ratelimit_records" \
     "pg_waldump shows the same records as custom209 (it cannot load the extension)"
 filtered="$(cluster_as_postgres "$CLUSTER_BINDIR/pg_waldump" --rmgr=custom209 -p "$primary_dir/pg_wal" \
-    -s "$start_lsn" -e "$end_lsn" 2>&1 || true)"
+    -s "$start_lsn" -e "$end_lsn" "$start_segment" 2>&1 || true)"
 is "$(grep -c '^rmgr: custom209 ' <<<"$filtered" || true)" "$ratelimit_records" \
     "pg_waldump --rmgr=custom209 selects them"
 
