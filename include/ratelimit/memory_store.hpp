@@ -312,6 +312,8 @@ class MemoryStore {
 
     PartitionHeader& partition_header(int partition) noexcept;
     const PartitionHeader& partition_header(int partition) const noexcept;
+    const std::uint32_t& bucket_of(const PartitionHeader& header,
+                                   const KeyHash& key) const noexcept;
     std::uint32_t& bucket_of(const PartitionHeader& header, const KeyHash& key) noexcept;
     MemorySlot* find(int partition, const KeyHash& key) noexcept;
     const MemorySlot* find(int partition, const KeyHash& key) const noexcept;

@@ -1,11 +1,11 @@
 #include "ratelimit/memory_store.hpp"
 
 #include <algorithm>
-#include <utility>
 #include <atomic>
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <utility>
 
 namespace ratelimit {
 
@@ -157,8 +157,13 @@ const MemoryStore::PartitionHeader& MemoryStore::partition_header(int partition)
     return partitions_[partition];
 }
 
-std::uint32_t& MemoryStore::bucket_of(const PartitionHeader& header, const KeyHash& key) noexcept {
+const std::uint32_t& MemoryStore::bucket_of(const PartitionHeader& header,
+                                            const KeyHash& key) const noexcept {
     return buckets_[header.first + key.low % header.count];
+}
+
+std::uint32_t& MemoryStore::bucket_of(const PartitionHeader& header, const KeyHash& key) noexcept {
+    return const_cast<std::uint32_t&>(std::as_const(*this).bucket_of(header, key));
 }
 
 std::uint32_t MemoryStore::index_of(const MemorySlot& slot) const noexcept {
@@ -170,20 +175,17 @@ LogEntry* MemoryStore::block_entries(std::uint32_t block) const noexcept {
 }
 
 void MemoryStore::prefetch_bucket(int partition, const KeyHash& key) const noexcept {
-    const PartitionHeader& header = partitions_[partition];
-    __builtin_prefetch(&buckets_[header.first + key.low % header.count]);
+    __builtin_prefetch(&bucket_of(partitions_[partition], key));
 }
 
 void MemoryStore::prefetch_slot(int partition, const KeyHash& key) const noexcept {
-    const PartitionHeader& header = partitions_[partition];
-    const std::uint32_t head = buckets_[header.first + key.low % header.count];
+    const std::uint32_t head = bucket_of(partitions_[partition], key);
     if (head != kNoSlot)
         __builtin_prefetch(&slots_[head], 1);
 }
 
 const MemorySlot* MemoryStore::find(int partition, const KeyHash& key) const noexcept {
-    const PartitionHeader& header = partitions_[partition];
-    for (std::uint32_t i = buckets_[header.first + key.low % header.count]; i != kNoSlot;
+    for (std::uint32_t i = bucket_of(partitions_[partition], key); i != kNoSlot;
          i = slots_[i].chain_next) {
         if (slots_[i].key == key)
             return &slots_[i];
