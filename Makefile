@@ -17,6 +17,7 @@ CORE_OBJS = \
 	src/core/engine.o \
 	src/core/http_fields.o \
 	src/core/instant_text.o \
+	src/core/json_text.o \
 	src/core/identity.o \
 	src/core/key_hash.o \
 	src/core/lease_table.o \

@@ -93,7 +93,7 @@ dump_side() {
     sql "SELECT ratelimit.check('rpc.auth', 'user-1') FROM generate_series(1, 2)" >/dev/null
     sql "SELECT ratelimit.consume('native:' || e, 10, '1 hour', p_engine => e)
          FROM unnest(ARRAY['table', 'unlogged', 'memory']) e, generate_series(1, 4)" >/dev/null
-    # The drop-ins' tables, through the seed apps' own calls.
+    # The drop-ins' tables, through the apps' own calls.
     sql "SET request.jwt.claims = '{\"sub\": \"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"}';
          SELECT check_rate_limit(p_rpc_name => 'complete-game', p_max_calls => 20, p_window_minutes => 1)" >/dev/null
     sql "SELECT increment_rate_limit('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 'ai-inference', 10, 3600, 3)" >/dev/null

@@ -27,7 +27,7 @@ while [ "$#" -gt 0 ]; do
     shift
 done
 
-suite_names=(format unit regress pgtap node concurrency cron metrics postgrest router lifecycle memory-wal faults pgbouncer dump-restore docs fuzz)
+suite_names=(format unit regress pgtap node concurrency cron metrics postgrest security router lifecycle memory-wal faults pgbouncer dump-restore docs fuzz)
 for wanted in "$@"; do
     if ! printf '%s\n' "${suite_names[@]}" | grep -qxF -- "$wanted"; then
         echo "test/suites.sh: unknown suite \"$wanted\" (the suites: ${suite_names[*]})" >&2
@@ -153,6 +153,7 @@ metrics() {
 run_suite metrics "metrics (promtool, prometheus-postgres-exporter; own cluster)" metrics
 # ratelimit.pre_request() in PostgREST's transactions, on a primary and a hot standby of its own.
 run_suite postgrest "PostgREST pre-request hook (own primary and hot standby)" bash test/postgrest/pre_request.sh
+run_suite security "security: the attackers of docs/operations.md (own cluster)" bash test/security/run.sh
 # ratelimit_router: a router and two shards (PL/Proxy), and a server to compare with.
 run_suite router "router: keys sharded with PL/Proxy (own router and shards)" bash test/router/run.sh
 # Restarts, crashes and a server without the library preloaded need clusters of their own.

@@ -5,8 +5,12 @@
 // more than (all denials / kOffenderSlots) times is guaranteed to be in the table, and each
 // entry's true count lies between `denials - overcount` and `denials`.
 //
-// Each entry belongs to one database (the server's databases share the table, so the bound
-// above is over all their denials): a database reads and clears only its own entries.
+// Each entry belongs to one database: a database reads and clears only its own entries, and
+// holds at most `database_share` of them. A newcomer of a database at its share replaces that
+// database's own entry with the fewest denials, so one database's flood of denials never pushes
+// another's offenders out; under its share it takes a free entry, or the fewest-denied entry of
+// any database. The bound above then holds within a database's share: every pair of it denied
+// more than (its denials / its entries) times is in the table.
 //
 // Locking is the caller's: record() and snapshot() need the table's lock (exclusive, shared).
 #pragma once
@@ -56,9 +60,9 @@ class OffenderTable {
     explicit OffenderTable(OffenderSlot* slots) noexcept : slots_(slots) {}
 
     // Counts one denial of `subject` under `policy` (both cut to their maximum length) in
-    // `database`.
+    // `database`, which may hold at most `database_share` entries (at least 1).
     void record(std::string_view policy, std::string_view subject, Micros now,
-                std::uint32_t database = 0) noexcept;
+                std::uint32_t database = 0, int database_share = kOffenderSlots) noexcept;
 
     // The entries of `database` in use, most denials first; the views point into the table.
     std::vector<Offender> snapshot(std::uint32_t database = 0) const;

@@ -14,7 +14,7 @@
 // Keys (each policy counts in its own namespace; the prefixes keep users and addresses apart
 // within one):
 //   user        'user:' || the JWT's sub; a request without one skips the route
-//   ip          'ip:' || the client address (see first_forwarded_hop); 'ip:unknown' without one
+//   ip          'ip:' || the client address (see forwarded_hop); 'ip:unknown' without one
 //   user_or_ip  the user's key when there is a sub, else the address's
 //   global      'global': one counter for every request the route matches
 #pragma once
@@ -72,8 +72,12 @@ RouteChecks match_routes(const std::vector<RequestRoute>& routes, const RouteReq
 
 bool path_matches(std::string_view pattern, std::string_view path) noexcept;
 
-// The first address of a forwarding header's value ("client, proxy1, proxy2" gives "client"),
-// without surrounding blanks; empty when there is none.
-std::string_view first_forwarded_hop(std::string_view value) noexcept;
+// The client's address in a forwarding header's value ("a, b, c"), without surrounding blanks,
+// for `trusted_proxies` proxies that each append the address they were reached from: the hop
+// that many in from the right (1: "c", 2: "b"), which no client can choose. 0 takes the first
+// hop ("a"), which the client writes itself unless a proxy replaces the header. Empty when the
+// value has fewer hops than that (the request did not pass every trusted proxy) or the hop is
+// blank.
+std::string_view forwarded_hop(std::string_view value, int trusted_proxies) noexcept;
 
 }  // namespace ratelimit

@@ -29,10 +29,18 @@ COMMENT ON TABLE @extschema@.rpc_rate_limits IS
 ALTER TABLE @extschema@.rpc_rate_limits ENABLE ROW LEVEL SECURITY;
 REVOKE ALL ON TABLE @extschema@.rpc_rate_limits FROM PUBLIC;
 
--- As in the game backend, a user's counters go when the user does, where Supabase's auth.users exists.
+-- As in the game backend, a user's counters go when the user does, where Supabase's auth.users
+-- exists. Only the real one: a table in a schema auth that a superuser or ratelimit's owner owns
+-- (Supabase's is). Where any role with CREATE on the database could have made auth.users first,
+-- it would choose which counts can be written and wipe them by deleting its rows.
 DO $$
 BEGIN
-    IF pg_catalog.to_regclass('auth.users') IS NOT NULL THEN
+    IF EXISTS (SELECT FROM pg_catalog.pg_class c
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+               JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+               WHERE n.nspname = 'auth' AND c.relname = 'users' AND c.relkind IN ('r', 'p')
+                 AND (r.rolsuper OR r.oid = (SELECT e.extowner FROM pg_catalog.pg_extension e
+                                             WHERE e.extname = 'ratelimit'))) THEN
         EXECUTE pg_catalog.format(
             'ALTER TABLE %I.rpc_rate_limits ADD CONSTRAINT rpc_rate_limits_user_id_fkey '
             'FOREIGN KEY (user_id) REFERENCES auth.users(id) ON DELETE CASCADE',

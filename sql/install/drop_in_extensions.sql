@@ -8,7 +8,9 @@
 -- 0.6.0 made and left in place when it was updated to 0.7.0, of p_extension's app or (NULL) of
 -- any: the update says so in its comment, and the object is owned by ratelimit's owner or a
 -- superuser. Only an object's owner (or a superuser) can comment on it, so a role that makes its
--- own table of a drop-in's name, comment and all, cannot pass it off as ratelimit's.
+-- own table of a drop-in's name, comment and all, cannot pass it off as ratelimit's. A relation
+-- must be an ordinary table: a view (whose functions would run as the installing role when its
+-- rows are copied) never is. drop_in_install_end checks its columns too.
 CREATE FUNCTION ratelimit.left_by_ratelimit(p_object oid, p_catalog name, p_extension text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
@@ -25,7 +27,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_catalog = 'pg_class' THEN
-        SELECT c.relowner INTO object_owner FROM pg_catalog.pg_class c WHERE c.oid = p_object;
+        SELECT c.relowner INTO object_owner FROM pg_catalog.pg_class c
+        WHERE c.oid = p_object AND c.relkind = 'r';
     ELSE
         SELECT p.proowner INTO object_owner FROM pg_catalog.pg_proc p WHERE p.oid = p_object;
     END IF;
@@ -104,7 +107,12 @@ BEGIN
     PERFORM ratelimit.drop_in_install_check(p_extension, p_schema, p_tables, p_functions);
     schema_oid := pg_catalog.to_regnamespace(p_schema);
     FOR found IN
-        SELECT pg_catalog.format('table %s.%I', schema_oid, c.relname) AS what,
+        SELECT pg_catalog.format('%s %s.%I (owned by %s)',
+                                 CASE c.relkind WHEN 'r' THEN 'table' WHEN 'v' THEN 'view'
+                                     WHEN 'm' THEN 'materialized view' WHEN 'S' THEN 'sequence'
+                                     WHEN 'f' THEN 'foreign table' WHEN 'p' THEN 'table'
+                                     ELSE 'relation' END,
+                                 schema_oid, c.relname, c.relowner::pg_catalog.regrole) AS what,
                ratelimit.left_by_ratelimit(c.oid, 'pg_class', NULL) AS left_over
         FROM pg_catalog.pg_class c
         WHERE c.relnamespace = schema_oid AND c.relname = ANY (p_tables)
@@ -115,8 +123,9 @@ BEGIN
         END IF;
     END LOOP;
     FOR found IN
-        SELECT pg_catalog.format('function %s.%I(%s)', schema_oid, p.proname,
-                                 pg_catalog.pg_get_function_identity_arguments(p.oid)) AS what,
+        SELECT pg_catalog.format('function %s.%I(%s) (owned by %s)', schema_oid, p.proname,
+                                 pg_catalog.pg_get_function_identity_arguments(p.oid),
+                                 p.proowner::pg_catalog.regrole) AS what,
                ratelimit.left_by_ratelimit(p.oid, 'pg_proc', NULL) AS left_over
         FROM pg_catalog.pg_proc p
         WHERE p.pronamespace = schema_oid AND p.proname = ANY (p_functions)
@@ -125,6 +134,24 @@ BEGIN
         IF NOT found.left_over THEN
             conflicts := conflicts || found.what;
         END IF;
+    END LOOP;
+    -- The names the tables and their indexes are moved aside to must be free: a relation another
+    -- role made there would stop the rename halfway with an error that names neither.
+    FOR found IN
+        SELECT DISTINCT pg_catalog.format('%s %s.%I (owned by %s)',
+                                 CASE t.relkind WHEN 'i' THEN 'index' WHEN 'v' THEN 'view'
+                                     WHEN 'r' THEN 'table' ELSE 'relation' END,
+                                 schema_oid, t.relname, t.relowner::pg_catalog.regrole) AS what
+        FROM pg_catalog.pg_class c
+        LEFT JOIN pg_catalog.pg_index x ON x.indrelid = c.oid
+        LEFT JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+        CROSS JOIN LATERAL (VALUES (c.relname), (i.relname)) AS n(relname)
+        JOIN pg_catalog.pg_class t ON t.relnamespace = schema_oid AND t.relname = n.relname || '_0_6_0'
+        WHERE c.relnamespace = schema_oid AND c.relname = ANY (p_tables)
+          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', p_extension)
+        ORDER BY 1
+    LOOP
+        conflicts := conflicts || found.what;
     END LOOP;
     IF pg_catalog.cardinality(conflicts) > 0 THEN
         RAISE EXCEPTION '% cannot be installed in schema %: % already there', p_extension, schema_oid,
@@ -191,6 +218,26 @@ BEGIN
         IF new_table IS NULL THEN
             RAISE EXCEPTION 'p_tables: table %.% does not exist', schema_oid, pg_catalog.quote_ident(table_name)
                 USING ERRCODE = 'undefined_table';
+        END IF;
+        -- Only a table of the drop-in's exact columns (names and types) is copied: a column of
+        -- another type would run its cast, whoever wrote it, as the installing role.
+        IF EXISTS (
+            (SELECT a.attname, a.atttypid FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid = new_table AND a.attnum > 0 AND NOT a.attisdropped
+             EXCEPT
+             SELECT b.attname, b.atttypid FROM pg_catalog.pg_attribute b
+             WHERE b.attrelid = old_table AND b.attnum > 0 AND NOT b.attisdropped)
+            UNION ALL
+            (SELECT b.attname, b.atttypid FROM pg_catalog.pg_attribute b
+             WHERE b.attrelid = old_table AND b.attnum > 0 AND NOT b.attisdropped
+             EXCEPT
+             SELECT a.attname, a.atttypid FROM pg_catalog.pg_attribute a
+             WHERE a.attrelid = new_table AND a.attnum > 0 AND NOT a.attisdropped)) THEN
+            RAISE EXCEPTION 'table % (owned by %) is not the drop-in table ratelimit 0.6.0 made: its columns differ from %''s',
+                old_table, (SELECT c.relowner::pg_catalog.regrole FROM pg_catalog.pg_class c WHERE c.oid = old_table), new_table
+                USING ERRCODE = 'duplicate_object',
+                      DETAIL = 'Nothing was changed.',
+                      HINT = 'Move it out of the way (ALTER TABLE ... SET SCHEMA) and copy its rows in yourself, as "Installing over your own limiter" in docs/migrating.md shows.';
         END IF;
         SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum)
         INTO columns

@@ -19,7 +19,10 @@ CREATE TABLE ratelimit.request_routes (
     -- Where the request's tier is in its JWT claims, as member names joined by '.'
     -- ('app_metadata.tier'); NULL for none. The first such claim of the matching routes that the
     -- claims hold, if it names a row of ratelimit.tiers, is the tier of the request's check.
-    tier_claim text
+    tier_claim text,
+    -- A tier_claim under user_metadata, which users edit themselves, is refused unless this
+    -- says the administrator means it (every user can then choose their own tier).
+    tier_claim_user_writable boolean NOT NULL DEFAULT false
 );
 
 COMMENT ON TABLE ratelimit.request_routes IS
@@ -63,6 +66,13 @@ BEGIN
             pg_catalog.left(NEW.tier_claim, 64)
             USING ERRCODE = '22023',
                   HINT = 'For Supabase''s app_metadata.tier: tier_claim = ''app_metadata.tier''. Never a claim the user can write (user_metadata).';
+    END IF;
+    IF pg_catalog.lower(pg_catalog.split_part(NEW.tier_claim, '.', 1)) = 'user_metadata'
+       AND NOT NEW.tier_claim_user_writable THEN
+        RAISE EXCEPTION 'tier_claim: "%" is under user_metadata, which every user can write: each would choose their own tier',
+            pg_catalog.left(NEW.tier_claim, 64)
+            USING ERRCODE = '22023',
+                  HINT = 'Keep tiers where only your server writes them (Supabase''s app_metadata: tier_claim = ''app_metadata.tier''). To take a tier the user chooses all the same, set tier_claim_user_writable = true on the route.';
     END IF;
     SELECT p.engine INTO engine FROM ratelimit.policies p WHERE p.name = NEW.policy;
     -- A concurrency policy is decided by leases, which a request's check cannot take.

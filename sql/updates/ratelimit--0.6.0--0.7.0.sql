@@ -64,7 +64,8 @@ COMMENT ON FUNCTION @extschema@.cleanup_old_rate_limit_buckets() IS
 -- @include sql/install/policies.sql policies_validate
 
 -- The column on a table that exists (sql/install/postgrest.sql creates the table with it).
-ALTER TABLE ratelimit.request_routes ADD COLUMN tier_claim text;
+ALTER TABLE ratelimit.request_routes ADD COLUMN tier_claim text,
+    ADD COLUMN tier_claim_user_writable boolean NOT NULL DEFAULT false;
 
 -- @include sql/install/postgrest.sql request_routes_validate
 

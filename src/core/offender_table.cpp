@@ -26,10 +26,12 @@ std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) noexc
 }
 
 void OffenderTable::record(std::string_view policy, std::string_view subject, Micros now,
-                           std::uint32_t database) noexcept {
+                           std::uint32_t database, int database_share) noexcept {
     policy = utf8_prefix(policy, kOffenderPolicyBytes);
     subject = utf8_prefix(subject, kOffenderSubjectBytes);
-    OffenderSlot* fewest = &slots_[0];
+    OffenderSlot* fewest = &slots_[0];   // of all entries, a free one first
+    OffenderSlot* fewest_own = nullptr;  // of this database's
+    int own = 0;
     for (int i = 0; i < kOffenderSlots; ++i) {
         OffenderSlot& slot = slots_[i];
         if (holds(slot, database, policy, subject)) {
@@ -39,7 +41,14 @@ void OffenderTable::record(std::string_view policy, std::string_view subject, Mi
         }
         if (slot.denials < fewest->denials)
             fewest = &slot;
+        if (slot.denials > 0 && slot.database == database) {
+            ++own;
+            if (fewest_own == nullptr || slot.denials < fewest_own->denials)
+                fewest_own = &slot;
+        }
     }
+    if (fewest_own != nullptr && own >= std::max(1, database_share))
+        fewest = fewest_own;
     // Not in the table: take a free entry (denials 0) or the one with the fewest denials, whose
     // count the newcomer inherits, since it may have been denied that often unseen.
     const std::int64_t inherited = fewest->denials;

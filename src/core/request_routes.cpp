@@ -43,9 +43,25 @@ bool path_matches(std::string_view pattern, std::string_view path) noexcept {
     return p == pattern.size();
 }
 
-std::string_view first_forwarded_hop(std::string_view value) noexcept {
-    const std::size_t comma = value.find(',');
-    std::string_view hop = value.substr(0, comma);
+std::string_view forwarded_hop(std::string_view value, int trusted_proxies) noexcept {
+    std::string_view hop;
+    if (trusted_proxies <= 0) {
+        hop = value.substr(0, value.find(','));
+    } else {
+        // Walk the hops from the right: the last comma-separated part is hop 1.
+        std::size_t end = value.size();
+        for (int n = 1;; ++n) {
+            const std::size_t comma = end == 0 ? std::string_view::npos : value.rfind(',', end - 1);
+            const std::size_t begin = comma == std::string_view::npos ? 0 : comma + 1;
+            if (n == trusted_proxies) {
+                hop = value.substr(begin, end - begin);
+                break;
+            }
+            if (comma == std::string_view::npos)
+                return {};
+            end = comma;
+        }
+    }
     const auto blank = [](char c) { return c == ' ' || c == '\t'; };
     while (!hop.empty() && blank(hop.front()))
         hop.remove_prefix(1);

@@ -1057,7 +1057,16 @@ FROM (VALUES
      'SQL as the client address header'),
     (15, 'ratelimit.check(text,text,integer,text,inet,uuid)', 'ratelimit.near_limit_ratio', '1.5',
      'ratelimit.check(''activity.create_post'', ''hostile-subject'')', '1.5 is outside the valid range for parameter "ratelimit.near_limit_ratio"%',
-     'a near-limit ratio above 1')
+     'a near-limit ratio above 1'),
+    (16, 'ratelimit.pre_request()', 'ratelimit.client_ip_trusted_proxies', '-1',
+     'ratelimit.pre_request()', '-1 is outside the valid range for parameter "ratelimit.client_ip_trusted_proxies"%',
+     'a negative number of trusted proxies'),
+    (17, 'ratelimit.pre_request()', 'ratelimit.client_ip_trusted_proxies', '33',
+     'ratelimit.pre_request()', '33 is outside the valid range for parameter "ratelimit.client_ip_trusted_proxies"%',
+     'more trusted proxies than a header can name'),
+    (18, 'ratelimit.pre_request()', 'ratelimit.client_ip_trusted_proxies', '1; DROP TABLE ratelimit.request_routes',
+     'ratelimit.pre_request()', 'invalid value for parameter "ratelimit.client_ip_trusted_proxies": %',
+     'SQL as the number of trusted proxies')
 ) AS v(n, f, setting, value, tail, message, why)
 ORDER BY v.n;
 

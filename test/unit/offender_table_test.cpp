@@ -108,5 +108,39 @@ TEST(OffenderTable, DatabasesKeepTheirOwnEntries) {
     EXPECT_EQ(t.table.snapshot(16384)[0].denials, 2);
 }
 
+// One database's flood of denials, each of a new subject, takes no more than its share: another
+// database's offenders stay, with their counts, and the flooding database keeps its heaviest.
+TEST(OffenderTable, AFloodingDatabaseKeepsToItsShare) {
+    Table t;
+    const int share = kOffenderSlots / 2;
+    for (int i = 0; i < 10; ++i) {
+        for (int n = 0; n <= i; ++n)
+            t.table.record("login", "victim-" + std::to_string(i), n, 16385, share);
+    }
+    // More than (its 21,000 denials / its 64 entries): space-saving keeps it.
+    for (int n = 0; n < 1000; ++n)
+        t.table.record("login", "heavy", n, 16384, share);
+    for (int i = 0; i < 20000; ++i)
+        t.table.record("login", "flood-" + std::to_string(i), i, 16384, share);
+    const std::vector<Offender> other = t.table.snapshot(16385);
+    ASSERT_EQ(other.size(), 10u);
+    for (const Offender& offender : other) {
+        EXPECT_EQ(offender.overcount, 0);
+        EXPECT_EQ("victim-" + std::to_string(offender.denials - 1), offender.subject);
+    }
+    const std::vector<Offender> flooding = t.table.snapshot(16384);
+    EXPECT_EQ(flooding.size(), static_cast<std::size_t>(share));
+    bool heavy_kept = false;
+    for (const Offender& offender : flooding)
+        heavy_kept = heavy_kept || offender.subject == "heavy";
+    EXPECT_TRUE(heavy_kept);
+    // Under its share, a database takes free entries, then the fewest-denied of any database.
+    Table u;
+    for (int i = 0; i < kOffenderSlots + 1; ++i)
+        u.table.record("p", "s-" + std::to_string(i), i, 16384 + (i % 2), share);
+    EXPECT_EQ(u.table.snapshot(16384).size() + u.table.snapshot(16385).size(),
+              static_cast<std::size_t>(kOffenderSlots));
+}
+
 }  // namespace
 }  // namespace ratelimit

@@ -28,11 +28,22 @@ TEST(RequestRoutes, PathPatternsMatchWholePathsWithStarsForAnyRun) {
     EXPECT_TRUE(path_matches("/items_%", "/items_%"));
 }
 
-TEST(RequestRoutes, TheFirstForwardedHopIsTheClient) {
-    EXPECT_EQ(first_forwarded_hop("203.0.113.7, 10.0.0.1, 10.0.0.2"), "203.0.113.7");
-    EXPECT_EQ(first_forwarded_hop("  2001:db8::1  "), "2001:db8::1");
-    EXPECT_EQ(first_forwarded_hop(""), "");
-    EXPECT_EQ(first_forwarded_hop(" , 10.0.0.1"), "");
+TEST(RequestRoutes, TheClientIsTheHopTheTrustedProxiesAdded) {
+    // One proxy that appends: the rightmost hop, whatever the client wrote before it.
+    EXPECT_EQ(forwarded_hop("198.51.100.1, 203.0.113.7", 1), "203.0.113.7");
+    EXPECT_EQ(forwarded_hop("203.0.113.7", 1), "203.0.113.7");
+    EXPECT_EQ(forwarded_hop("  2001:db8::1  ", 1), "2001:db8::1");
+    // Two (a CDN, then the proxy nearest PostgREST): the second from the right.
+    EXPECT_EQ(forwarded_hop("198.51.100.1, 203.0.113.7, 10.0.0.1", 2), "203.0.113.7");
+    EXPECT_EQ(forwarded_hop("203.0.113.7,10.0.0.1", 2), "203.0.113.7");
+    // Fewer hops than trusted proxies: the request did not pass them all, no address.
+    EXPECT_EQ(forwarded_hop("203.0.113.7", 2), "");
+    EXPECT_EQ(forwarded_hop("", 1), "");
+    EXPECT_EQ(forwarded_hop("10.0.0.1, ", 1), "");
+    // 0: the first hop, which the client writes.
+    EXPECT_EQ(forwarded_hop("203.0.113.7, 10.0.0.1, 10.0.0.2", 0), "203.0.113.7");
+    EXPECT_EQ(forwarded_hop(" , 10.0.0.1", 0), "");
+    EXPECT_EQ(forwarded_hop("", 0), "");
 }
 
 TEST(RequestRoutes, MatchingRoutesGiveTheirPoliciesOnceWithTheirKeys) {

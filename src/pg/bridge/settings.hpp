@@ -35,6 +35,8 @@ extern int denial_log_size;
 extern double denial_log_sample_rate;
 extern double near_limit_ratio;
 extern int denial_queue_size;  // pg/policies/denial_queue.cpp
+extern int denial_queue_database_share;
+extern int denial_log_writers;
 
 extern int lease_capacity;        // pg/native/leases.cpp
 extern int reservation_capacity;  // pg/native/reservations.cpp
@@ -45,6 +47,7 @@ extern int dropin_engine;  // kDropInAppTables or an Engine + 1
 
 extern char* jwt_roles;         // pg/postgrest/jwt_caller.cpp
 extern char* client_ip_header;  // pg/postgrest/pre_request.cpp
+extern int client_ip_trusted_proxies;
 
 }  // namespace setting
 

@@ -29,6 +29,8 @@ int denial_log_size = 10000;
 double denial_log_sample_rate = 1.0;
 double near_limit_ratio = 0.8;
 int denial_queue_size = 1024;
+int denial_queue_database_share = 50;
+int denial_log_writers = 2;
 
 int lease_capacity = 10000;
 int reservation_capacity = 10000;
@@ -39,6 +41,7 @@ int dropin_engine = kDropInAppTables;
 
 char* jwt_roles = nullptr;
 char* client_ip_header = nullptr;
+int client_ip_trusted_proxies = 1;
 
 }  // namespace setting
 
@@ -101,6 +104,20 @@ void define_shared_memory_settings() {
         &setting::denial_queue_size, 1024, 16, 1048576, PGC_POSTMASTER, 0, nullptr, nullptr,
         nullptr);
     DefineCustomIntVariable(
+        "ratelimit.denial_queue_database_share",
+        "Percent of ratelimit.denial_queue_size one database's denials may hold, and half of that "
+        "for the denials its open transactions hold.",
+        "A denial past its database's share is counted in policy_stats.denials_not_logged when "
+        "its transaction does not write it.",
+        &setting::denial_queue_database_share, 50, 1, 100, PGC_SIGHUP, 0, nullptr, nullptr,
+        nullptr);
+    DefineCustomIntVariable(
+        "ratelimit.denial_log_writers",
+        "Background workers that write queued denials at once, one per database (from "
+        "max_worker_processes).",
+        "Databases beyond it wait for a writer to finish; the queue's launcher takes one more.",
+        &setting::denial_log_writers, 2, 1, 8, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable(
         "ratelimit.lease_capacity",
         "Leases (ratelimit.acquire) that can be held at once, over all keys (56 bytes of "
         "shared memory each).",
@@ -162,9 +179,10 @@ void define_settings() {
 
     DefineCustomIntVariable(
         "ratelimit.policy_counters_database_share",
-        "Percent of ratelimit.policy_counters that one database's policies may hold.", nullptr,
-        &setting::policy_counters_database_share, 50, 1, 100, PGC_SIGHUP, 0, nullptr, nullptr,
-        nullptr);
+        "Percent of ratelimit.policy_counters, and of the 128 top offenders, that one database's "
+        "policies may hold.",
+        nullptr, &setting::policy_counters_database_share, 50, 1, 100, PGC_SIGHUP, 0, nullptr,
+        nullptr, nullptr);
     DefineCustomIntVariable(
         "ratelimit.denial_log_size",
         "Rows the denial log keeps: a ring, the newest denial overwriting the oldest.", nullptr,
@@ -213,11 +231,20 @@ void define_settings() {
 
     DefineCustomStringVariable(
         "ratelimit.client_ip_header",
-        "The request header whose first address ratelimit.pre_request() counts a client by.",
+        "The request header ratelimit.pre_request() takes a client's address from.",
         "Lower case, as PostgREST publishes request.headers; empty: no address (routes keyed by "
         "ip count every request as ip:unknown).",
         &setting::client_ip_header, "x-forwarded-for", PGC_SUSET, 0, check_client_ip_header,
         nullptr, nullptr);
+    // Superuser only, as the header: a role that could change it could choose its address.
+    DefineCustomIntVariable(
+        "ratelimit.client_ip_trusted_proxies",
+        "The proxies in front of PostgREST that append to ratelimit.client_ip_header: the "
+        "client's address is the hop that many in from the right.",
+        "1 (the default): the rightmost hop, which the proxy nearest PostgREST added. 0: the "
+        "first hop, which the client itself can write (only behind a proxy that replaces the "
+        "header). A header with fewer hops gives no address.",
+        &setting::client_ip_trusted_proxies, 1, 0, 32, PGC_SUSET, 0, nullptr, nullptr, nullptr);
 
     MarkGUCPrefixReserved("ratelimit");
 }

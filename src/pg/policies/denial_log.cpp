@@ -2,6 +2,7 @@
 #include "pg/policies/denial_log.hpp"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ extern "C" {
 }
 
 #include "ratelimit/http_fields.hpp"
+#include "ratelimit/json_text.hpp"
 
 namespace ratelimit::pg {
 namespace {
@@ -122,7 +124,29 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
         data[7].text = rule.hash_key ? std::string(text_bytes(hashed_subject(text_datum(ip_text))))
                                      : std::string(ip_text);
     }
-    const Datum event_data = jsonb_object(data);
+    Datum event_data = jsonb_object(data);
+    const char* record_text = nullptr;
+    call_postgres(
+        [&] { record_text = DatumGetCString(DirectFunctionCall1(jsonb_out, event_data)); });
+    // An identifier whose escapes make the event too long for the queue's entries (a key of
+    // control characters takes six bytes each) is shortened and marked, the same in the row the
+    // caller writes and in the queued copy.
+    const std::size_t room = denial_queue_event_bytes();
+    if (std::strlen(record_text) > room) {
+        constexpr std::size_t kMarkerBytes = 40;  // , "identifier_truncated": true
+        const std::size_t excess = std::strlen(record_text) - room + kMarkerBytes;
+        const std::size_t identifier_bytes = json_string_bytes(data[0].text);
+        data[0].text = std::string(json_string_prefix(
+            data[0].text, identifier_bytes > excess ? identifier_bytes - excess : 0));
+        JsonMember marker;
+        marker.name = "identifier_truncated";
+        marker.kind = JsonMember::Kind::kBool;
+        marker.flag = true;
+        data.push_back(std::move(marker));
+        event_data = jsonb_object(data);
+        call_postgres(
+            [&] { record_text = DatumGetCString(DirectFunctionCall1(jsonb_out, event_data)); });
+    }
     // The queue (pg/policies/denial_queue.hpp) carries the row to the log whatever becomes of this
     // transaction; one that can write (not read only) also writes it now, so that its own
     // commit shows it at once.
@@ -132,9 +156,6 @@ void log_denial(FunctionCallInfo fcinfo, const PolicyCall& call, std::size_t req
     record.enforced = enforced;
     record.log_size = size;
     record.message = message;
-    const char* record_text = nullptr;
-    call_postgres(
-        [&] { record_text = DatumGetCString(DirectFunctionCall1(jsonb_out, event_data)); });
     record.event_data = record_text;
     const bool write_here = !XactReadOnly;
     queue_denial(record, write_here);

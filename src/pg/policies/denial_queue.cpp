@@ -3,6 +3,18 @@
 // Locking rules: every entry's state, and the cursor, change under the queue's one LWLock,
 // held exclusively. An entry is free, held (by the transaction of the backend in holder_pid,
 // which also writes its row), pending (for a worker), or taken (by the worker in holder_pid).
+// The states sit apart from the entries' 2 kB bodies, in one small array, so that counting a
+// database's entries (its share, below) reads a few cache lines, not the whole queue.
+//
+// Shares: a database may have at most ratelimit.denial_queue_database_share percent of the
+// entries, and at most half of those held by its open transactions, so that neither one
+// database's flood of denials nor a transaction kept open with many of them can leave another
+// database's denials without room.
+//
+// The writers connect as the bootstrap superuser (a background worker has no other way in) but
+// write as the denial log's owner, in a security-restricted operation with a pinned search_path
+// and lock and statement timeouts: whatever the owner attached to the table (a trigger, a rule's
+// function) runs with the owner's rights only, and a writer never waits forever.
 //
 // The launcher and the writers are background workers: their code calls PostgreSQL directly,
 // keeps no C++ object with a destructor alive across a call that may raise, and reaches the
@@ -15,6 +27,7 @@
 #include <vector>
 
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/shared_memory/lwlock_scope.hpp"
 #include "pg/policies/policy_counters.hpp"
@@ -24,7 +37,12 @@
 extern "C" {
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/dependency.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "pgstat.h"
 #include "port/atomics.h"
 #include "postmaster/bgworker.h"
@@ -35,7 +53,9 @@ extern "C" {
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
@@ -56,15 +76,23 @@ constexpr long kWriterIdleMs = 1000;
 // Queued denials that found no writer for this long (no worker slot, a database that cannot
 // be connected to) are counted as not logged and dropped.
 constexpr TimestampTz kGiveUpAfter = 30 * USECS_PER_SEC;
-// The most databases with writers at once; the others wait for a writer to stop.
+// The most writers ratelimit.denial_log_writers allows; the others wait for a writer to stop.
 constexpr int kMaxWriters = 8;
+// A writer's statements give up after these (an owner's lock on the log, a slow trigger):
+// the batch is then counted as not logged.
+constexpr const char* kWriterLockTimeout = "5s";
+constexpr const char* kWriterStatementTimeout = "30s";
 
 enum EntryState : std::uint32_t { kFree = 0, kHeld = 1, kPending = 2, kTaken = 3 };
 
-struct EntryHead {
+// An entry's state, kept apart from its body (see the locking rules).
+struct SlotState {
     std::uint32_t state;
     Oid database;
     int holder_pid;
+};
+
+struct EntryHead {
     TimestampTz pending_since;  // real time it became pending
     TimestampTz logged_at;
     std::int32_t log_size;
@@ -95,8 +123,13 @@ std::size_t header_bytes() {
     return MAXALIGN(sizeof(QueueHeader));
 }
 
+std::size_t states_bytes() {
+    return MAXALIGN(sizeof(SlotState) * static_cast<std::size_t>(setting::denial_queue_size));
+}
+
 std::size_t queue_bytes() {
-    return header_bytes() + sizeof(Entry) * static_cast<std::size_t>(setting::denial_queue_size);
+    return header_bytes() + states_bytes() +
+           sizeof(Entry) * static_cast<std::size_t>(setting::denial_queue_size);
 }
 
 void create_queue(void* block) {
@@ -113,8 +146,13 @@ QueueHeader& header() {
     return *static_cast<QueueHeader*>(region.table());
 }
 
+SlotState* states() {
+    return reinterpret_cast<SlotState*>(static_cast<char*>(region.table()) + header_bytes());
+}
+
 Entry* entries() {
-    return reinterpret_cast<Entry*>(static_cast<char*>(region.table()) + header_bytes());
+    return reinterpret_cast<Entry*>(static_cast<char*>(region.table()) + header_bytes() +
+                                    states_bytes());
 }
 
 LWLock* queue_lock() {
@@ -170,15 +208,15 @@ void settle_held(SubTransactionId from, bool committed) {
                 (*held)[kept++] = mine;
                 continue;
             }
-            Entry& entry = entries()[mine.index];
-            if (entry.state != kHeld || entry.holder_pid != MyProcPid)
+            SlotState& slot = states()[mine.index];
+            if (slot.state != kHeld || slot.holder_pid != MyProcPid)
                 continue;
             if (committed) {
-                entry.state = kFree;
+                slot.state = kFree;
             } else {
-                entry.state = kPending;
-                entry.holder_pid = 0;
-                entry.pending_since = now;
+                slot.state = kPending;
+                slot.holder_pid = 0;
+                entries()[mine.index].pending_since = now;
                 handed = true;
             }
         }
@@ -242,10 +280,20 @@ bool copy_field(char (&field)[N], std::uint16_t* bytes, const std::string& text)
     return true;
 }
 
+// The entries one database may have: its share of the queue, at least one.
+int database_share(int capacity) {
+    return std::max(1, static_cast<int>(static_cast<std::int64_t>(capacity) *
+                                        setting::denial_queue_database_share / 100));
+}
+
 }  // namespace
 
 bool denial_queue_available() {
     return region.available();
+}
+
+std::size_t denial_queue_event_bytes() {
+    return kDataBytes;
 }
 
 bool queue_denial(const DenialRecord& record, bool written_here) {
@@ -271,24 +319,39 @@ bool queue_denial(const DenialRecord& record, bool written_here) {
     const bool fits = copy_field(entry.policy, &entry.policy_bytes, record.policy) &&
                       copy_field(entry.message, &entry.message_bytes, record.message) &&
                       copy_field(entry.data, &entry.data_bytes, record.event_data);
-    entry.database = MyDatabaseId;
     entry.logged_at = to_timestamptz(record.logged_at);
     entry.log_size = record.log_size;
     entry.enforced = record.enforced;
-    entry.state = written_here ? kHeld : kPending;
-    entry.holder_pid = written_here ? MyProcPid : 0;
     entry.pending_since = written_here ? 0 : GetCurrentTimestamp();
     const int index = !fits ? -1 : with_lwlock(queue_lock(), LW_EXCLUSIVE, [&] {
         QueueHeader& queue = header();
+        // This database's entries, and those its open transactions hold, against its shares.
+        const int share = database_share(queue.capacity);
+        int used = 0;
+        int held_here = 0;
+        int free_at = -1;
         for (int probe = 0; probe < queue.capacity; ++probe) {
             const int i = (queue.cursor + probe) % queue.capacity;
-            if (entries()[i].state != kFree)
+            const SlotState& slot = states()[i];
+            if (slot.state == kFree) {
+                if (free_at < 0)
+                    free_at = i;
                 continue;
-            std::memcpy(static_cast<void*>(&entries()[i]), &entry, sizeof entry);
-            queue.cursor = (i + 1) % queue.capacity;
-            return i;
+            }
+            if (slot.database != MyDatabaseId)
+                continue;
+            ++used;
+            held_here += slot.state == kHeld ? 1 : 0;
         }
-        return -1;
+        if (free_at < 0 || used >= share || (written_here && held_here >= std::max(1, share / 2)))
+            return -1;
+        std::memcpy(static_cast<void*>(&entries()[free_at]), &entry, sizeof entry);
+        SlotState& slot = states()[free_at];
+        slot.database = MyDatabaseId;
+        slot.state = written_here ? kHeld : kPending;
+        slot.holder_pid = written_here ? MyProcPid : 0;
+        queue.cursor = (free_at + 1) % queue.capacity;
+        return free_at;
     });
     if (index < 0) {
         pg_atomic_fetch_add_u64(&header().full, 1);
@@ -316,7 +379,7 @@ DenialQueueStats denial_queue_stats() {
     stats.queued = with_lwlock(queue_lock(), LW_SHARED, [&] {
         std::int64_t queued = 0;
         for (int i = 0; i < header().capacity; ++i)
-            queued += entries()[i].state != kFree ? 1 : 0;
+            queued += states()[i].state != kFree ? 1 : 0;
         return queued;
     });
     return stats;
@@ -350,6 +413,11 @@ struct Writer {
     BackgroundWorkerHandle* handle;
     pid_t pid;
 };
+
+// The writers that may run at once (ratelimit.denial_log_writers).
+int writer_limit() {
+    return std::clamp(setting::denial_log_writers, 1, kMaxWriters);
+}
 
 bool start_writer(Oid database, Writer* writer) {
     BackgroundWorker worker;
@@ -392,40 +460,41 @@ void launch_pass(Writer* writers, int* writer_count) {
     LWLockAcquire(queue_lock(), LW_EXCLUSIVE);
     QueueHeader& queue = header();
     for (int i = 0; i < queue.capacity; ++i) {
+        SlotState& slot = states()[i];
         Entry& entry = entries()[i];
-        if (entry.state == kTaken) {
+        if (slot.state == kTaken) {
             bool live = false;
             for (int w = 0; w < *writer_count; ++w)
-                live = live || writers[w].pid == entry.holder_pid;
+                live = live || writers[w].pid == slot.holder_pid;
             if (!live) {
                 // Its writer stopped before finishing: it goes to the next one.
-                entry.state = kPending;
-                entry.holder_pid = 0;
+                slot.state = kPending;
+                slot.holder_pid = 0;
             }
         }
-        if (entry.state != kPending)
+        if (slot.state != kPending)
             continue;
         bool served = false;
         for (int w = 0; w < *writer_count; ++w)
-            served = served || writers[w].database == entry.database;
+            served = served || writers[w].database == slot.database;
         for (int w = 0; w < wanted_count; ++w)
-            served = served || wanted[w] == entry.database;
+            served = served || wanted[w] == slot.database;
         if (served)
             continue;
         if (now - entry.pending_since >= kGiveUpAfter) {
             // No writer could be started for its database in all that time.
-            entry.state = kFree;
+            slot.state = kFree;
             char policy[kPolicyBytes + 1];
             memcpy(policy, entry.policy, entry.policy_bytes);
             policy[entry.policy_bytes] = '\0';
-            const Oid database = entry.database;
+            const Oid database = slot.database;
             LWLockRelease(queue_lock());
             count_not_logged(database, policy);
             LWLockAcquire(queue_lock(), LW_EXCLUSIVE);
             continue;
         }
-        if (*writer_count + wanted_count < kMaxWriters)
-            wanted[wanted_count++] = entry.database;
+        if (*writer_count + wanted_count < writer_limit())
+            wanted[wanted_count++] = slot.database;
     }
     LWLockRelease(queue_lock());
     for (int w = 0; w < wanted_count; ++w) {
@@ -436,22 +505,12 @@ void launch_pass(Writer* writers, int* writer_count) {
 
 // ---- a writer -----------------------------------------------------------------------------------
 
-// The schema of the extension's denial_log (the extension's own schema holds its drop-ins).
-constexpr const char* kFindSchema =
-    "SELECT n.nspname FROM pg_catalog.pg_depend d "
-    "JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) d.refobjid "
-    "JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.objid "
-    "JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
-    "WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass "
-    "AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass "
-    "AND d.deptype OPERATOR(pg_catalog.=) 'e' AND e.extname OPERATOR(pg_catalog.=) 'ratelimit' "
-    "AND c.relname OPERATOR(pg_catalog.=) 'denial_log'";
-
-// $1 ring size, $2 logged_at, $3 status, $4 message, $5 event data, $6 the extension's schema.
+// $1 ring size, $2 logged_at, $3 status, $4 message, $5 event data, $6 the denial log's
+// sequence. Every name is qualified: the statements run under a search_path of pg_catalog only.
 constexpr const char* kInsert =
     "INSERT INTO %s.denial_log AS l (slot, logged_at, event_type, severity, source, status, "
-    "error_message, event_data) VALUES ((pg_catalog.nextval(pg_catalog.format('%%I.denial_log_"
-    "position', $6::pg_catalog.text)::pg_catalog.regclass) OPERATOR(pg_catalog.%%) $1)::int, $2, "
+    "error_message, event_data) VALUES ((pg_catalog.nextval($6) OPERATOR(pg_catalog.%%) $1)::int, "
+    "$2, "
     "'rate_limit_violation', 'warning', 'ratelimit', $3, $4, $5::pg_catalog.jsonb) "
     "ON CONFLICT (slot) DO UPDATE SET logged_at = EXCLUDED.logged_at, "
     "event_type = EXCLUDED.event_type, severity = EXCLUDED.severity, source = EXCLUDED.source, "
@@ -465,12 +524,12 @@ int take_batch(Entry* batch, int* indexes) {
     int taken = 0;
     LWLockAcquire(queue_lock(), LW_EXCLUSIVE);
     for (int i = 0; i < header().capacity && taken < kBatch; ++i) {
-        Entry& entry = entries()[i];
-        if (entry.state != kPending || entry.database != MyDatabaseId)
+        SlotState& slot = states()[i];
+        if (slot.state != kPending || slot.database != MyDatabaseId)
             continue;
-        entry.state = kTaken;
-        entry.holder_pid = MyProcPid;
-        memcpy(static_cast<void*>(&batch[taken]), &entry, sizeof entry);
+        slot.state = kTaken;
+        slot.holder_pid = MyProcPid;
+        memcpy(static_cast<void*>(&batch[taken]), &entries()[i], sizeof(Entry));
         indexes[taken++] = i;
     }
     LWLockRelease(queue_lock());
@@ -480,9 +539,9 @@ int take_batch(Entry* batch, int* indexes) {
 void free_batch(const int* indexes, int count) {
     LWLockAcquire(queue_lock(), LW_EXCLUSIVE);
     for (int i = 0; i < count; ++i) {
-        Entry& entry = entries()[indexes[i]];
-        if (entry.state == kTaken && entry.holder_pid == MyProcPid)
-            entry.state = kFree;
+        SlotState& slot = states()[indexes[i]];
+        if (slot.state == kTaken && slot.holder_pid == MyProcPid)
+            slot.state = kFree;
     }
     LWLockRelease(queue_lock());
 }
@@ -491,8 +550,41 @@ text* text_of(const char* bytes, int length) {
     return cstring_to_text_with_len(bytes, length);
 }
 
-// Writes the batch in one transaction; false when the extension is not installed in this
-// database (dropped, or created by a transaction that rolled back): nothing to write to.
+// The denial log of this database's ratelimit: the table denial_log and the sequence
+// denial_log_position in the extension's schema (pg/bridge/extension_schema.hpp), both members of
+// the extension, the table an ordinary table. False when there is none (the extension dropped, or
+// created by a transaction that rolled back): nothing to write to. Another relation named
+// denial_log, wherever it is and whatever it belongs to, is never written.
+bool find_denial_log(Oid* table, Oid* sequence, Oid* owner) {
+    const Oid extension = get_extension_oid("ratelimit", true);
+    if (!OidIsValid(extension))
+        return false;
+    const Oid schema = extension_schema_if_exists();
+    if (!OidIsValid(schema))
+        return false;
+    *table = get_relname_relid("denial_log", schema);
+    *sequence = get_relname_relid("denial_log_position", schema);
+    if (!OidIsValid(*table) || !OidIsValid(*sequence) ||
+        getExtensionOfObject(RelationRelationId, *table) != extension ||
+        getExtensionOfObject(RelationRelationId, *sequence) != extension ||
+        get_rel_relkind(*table) != RELKIND_RELATION ||
+        get_rel_relkind(*sequence) != RELKIND_SEQUENCE)
+        return false;
+    HeapTuple row = SearchSysCache1(RELOID, ObjectIdGetDatum(*table));
+    if (!HeapTupleIsValid(row))
+        return false;
+    *owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(row))->relowner;
+    ReleaseSysCache(row);
+    return true;
+}
+
+// Sets a setting for the rest of the writer's transaction.
+void set_for_transaction(const char* name, const char* value) {
+    (void)set_config_option(name, value, PGC_SUSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+}
+
+// Writes the batch in one transaction, as the log's owner; false when there is no log to write
+// to (find_denial_log).
 bool write_batch(const Entry* batch, int count) {
     bool found = false;
     StartTransactionCommand();
@@ -500,11 +592,25 @@ bool write_batch(const Entry* batch, int count) {
         elog(ERROR, "ratelimit: SPI_connect failed");
     PushActiveSnapshot(GetTransactionSnapshot());
     pgstat_report_activity(STATE_RUNNING, "writing the denial log");
-    if (SPI_execute(kFindSchema, true, 1) == SPI_OK_SELECT && SPI_processed == 1) {
+    Oid table = InvalidOid;
+    Oid sequence = InvalidOid;
+    Oid owner = InvalidOid;
+    if (find_denial_log(&table, &sequence, &owner)) {
         found = true;
-        const char* schema = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-        const char* quoted = quote_identifier(schema);
-        Oid insert_types[6] = {INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+        // The owner's rights, nothing more: a trigger the owner put on the log runs as the owner
+        // (the caller's own write does the same, pg/policies/denial_log.cpp). The settings set
+        // here go with the transaction, whatever a trigger sets for the session.
+        Oid saved_user = InvalidOid;
+        int saved_context = 0;
+        GetUserIdAndSecContext(&saved_user, &saved_context);
+        SetUserIdAndSecContext(
+            owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+        const int nest_level = NewGUCNestLevel();
+        set_for_transaction("search_path", "pg_catalog, pg_temp");
+        set_for_transaction("lock_timeout", kWriterLockTimeout);
+        set_for_transaction("statement_timeout", kWriterStatementTimeout);
+        const char* quoted = quote_identifier(get_namespace_name(get_rel_namespace(table)));
+        Oid insert_types[6] = {INT4OID, TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, REGCLASSOID};
         Oid trim_types[1] = {INT4OID};
         SPIPlanPtr insert = SPI_prepare(psprintf(kInsert, quoted), 6, insert_types);
         SPIPlanPtr trim = SPI_prepare(psprintf(kTrim, quoted), 1, trim_types);
@@ -518,13 +624,15 @@ bool write_batch(const Entry* batch, int count) {
                 PointerGetDatum(cstring_to_text(entry.enforced ? "blocked" : "shadow")),
                 PointerGetDatum(text_of(entry.message, entry.message_bytes)),
                 PointerGetDatum(text_of(entry.data, entry.data_bytes)),
-                PointerGetDatum(cstring_to_text(schema))};
+                ObjectIdGetDatum(sequence)};
             if (SPI_execute_plan(insert, values, nullptr, false, 0) != SPI_OK_INSERT)
                 elog(ERROR, "ratelimit: writing the denial log failed");
             Datum size[1] = {Int32GetDatum(entry.log_size)};
             if (SPI_execute_plan(trim, size, nullptr, false, 0) != SPI_OK_DELETE)
                 elog(ERROR, "ratelimit: trimming the denial log failed");
         }
+        AtEOXact_GUC(false, nest_level);
+        SetUserIdAndSecContext(saved_user, saved_context);
     }
     SPI_finish();
     PopActiveSnapshot();

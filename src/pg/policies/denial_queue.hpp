@@ -16,6 +16,7 @@
 // transaction only, and go with its rollback.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -41,6 +42,10 @@ bool queue_denial(const DenialRecord& record, bool written_here);
 
 // Whether the queue exists (the library was preloaded).
 bool denial_queue_available();
+
+// The most bytes of event data (jsonb, as text) an entry holds; a denial's event data is made to
+// fit (pg/policies/denial_log.cpp).
+std::size_t denial_queue_event_bytes();
 
 // The queue's figures for metrics(): its size, what it holds now, and since the server
 // started the denials it could not hold and the rows its workers wrote.

@@ -18,7 +18,8 @@
 //    each other here. A slot freed and named again while a call is adding to it may receive
 //    that one count; it only happens once a database ran out of room.
 //  - The offenders table (ratelimit/offender_table.hpp) is written only on a denial, under the
-//    offenders lock held exclusively; reading it takes that lock shared.
+//    offenders lock held exclusively; reading it takes that lock shared. A database holds at
+//    most ratelimit.policy_counters_database_share percent of its entries too.
 #include "pg/policies/policy_counters.hpp"
 
 #include <algorithm>
@@ -387,7 +388,10 @@ void count_outcome(std::string_view policy, std::string_view subject, PolicyOutc
         pg_atomic_fetch_add_u64(&counts.near_limit, 1);
     if (outcome == PolicyOutcome::kDenied && !subject.empty()) {
         with_lwlock(region.lock(kOffendersLock), LW_EXCLUSIVE, [&] {
-            OffenderTable(table().offenders).record(policy, subject, now, MyDatabaseId);
+            // The database's share of the offenders, as of the counters.
+            const int share =
+                std::max(1, kOffenderSlots * setting::policy_counters_database_share / 100);
+            OffenderTable(table().offenders).record(policy, subject, now, MyDatabaseId, share);
             return 0;
         });
     }

@@ -429,7 +429,7 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
         setting::client_ip_header != nullptr ? setting::client_ip_header : "";
     if (const std::optional<std::string> forwarded =
             request_header(request_setting("request.headers"), header_name)) {
-        ip = client_address(first_forwarded_hop(*forwarded));
+        ip = client_address(forwarded_hop(*forwarded, setting::client_ip_trusted_proxies));
     }
     if (ip)
         request.address = ip->text;
