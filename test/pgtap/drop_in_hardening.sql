@@ -285,7 +285,7 @@ RESET ROLE;
 SELECT is(ratelimit.left_by_ratelimit('planted.rpc_rate_limits'::regclass, 'pg_class', NULL), false,
           'a table with a leftover''s comment, owned by another role, is not a leftover');
 SELECT throws_ok($$SELECT ratelimit.drop_in_install_begin('ratelimit_rpc_limits', 'planted', ARRAY['rpc_rate_limits'], ARRAY['check_rate_limit'])$$,
-                 '42710', 'ratelimit_rpc_limits cannot be installed in schema planted: table planted.rpc_rate_limits already there',
+                 '42710', 'ratelimit_rpc_limits cannot be installed in schema planted: table planted.rpc_rate_limits (owned by drop_in_planter) already there',
                  'the install refuses it, as any table of the app''s');
 SELECT lives_ok($$SELECT ratelimit.drop_in_install_end('planted', ARRAY['rpc_rate_limits'])$$,
                 'the last install step passes over a planted table of the moved-aside name');

@@ -184,6 +184,10 @@ is "${out%% *} $(header "$out" X-RateLimit-Remaining)" "200 2" "an unreadable ad
 out="$(psql -X -A -t -q -d "$database" -c 'SELECT "ratelimit"."pre_request"()' 2>&1)"
 is "$out" "" "outside a PostgREST request (request.method unset) pre_request does nothing"
 
+is "$(psql -X -A -t -q -d "$database" -c "SELECT policy || ':' || allowed || '/' || denied FROM ratelimit.policy_stats ORDER BY policy" | tr '\n' ' ')" \
+    "api.any:9/0 api.read:5/1 api.write:3/1 " \
+    "the policy counters saw every request (a call denied by one policy charges none of the others)"
+
 echo "# the client address is the hop the trusted proxies added"
 psql -X -q -v ON_ERROR_STOP=1 -d "$database" >/dev/null <<'SQL'
 INSERT INTO ratelimit.policies (name, "limit", period, engine) VALUES ('api.signup', 1, '1 minute', 'table');
@@ -207,9 +211,6 @@ request "$PGPORT" POST /signup anon "$anon_claims" '{"x-forwarded-for": "203.0.1
 is "$(signup_keys)" "ip:203.0.113.50 ip:203.0.113.60 ip:203.0.113.70 ip:unknown" \
     "0, chosen explicitly: the first hop, as the client wrote it"
 psql -X -q -v ON_ERROR_STOP=1 -d "$database" -c "ALTER ROLE authenticator RESET ratelimit.client_ip_trusted_proxies" >/dev/null
-is "$(psql -X -A -t -q -d "$database" -c "SELECT policy || ':' || allowed || '/' || denied FROM ratelimit.policy_stats ORDER BY policy" | tr '\n' ' ')" \
-    "api.any:9/0 api.read:5/1 api.write:3/1 " \
-    "the policy counters saw every request (a call denied by one policy charges none of the others)"
 
 echo "# JWT subjects of every identity provider"
 # Routes keyed by user take the sub as text, whatever its form; a malformed identity refuses a
