@@ -4,12 +4,15 @@
 # SELECT 1 floor of its own: ratelimit.consume on the memory engine on a hot key and over 100,000
 # keys, consume_many of 100 keys, and, with the WAL on, the logged table engine on the hot key;
 # the WAL each memory decision writes, from pg_current_wal_insert_lsn() around a measured run.
-# 8 clients, one pass.
+# 8 clients, one pass. Then, on a server of its own with the setting on, the WAL one CHECKPOINT
+# writes (its pass over the store) with CHECKPOINT_KEYS live keys, and again once as many keys
+# whose windows have ended are added.
 #
 # Run as root from the repository root:  bash bench/memory_wal.sh
 #   BENCH_SECONDS         measured seconds per case (default 5)
 #   BENCH_WARMUP_SECONDS  warm-up seconds per case, not measured (default 2)
 #   BENCH_NO_BUILD        set: measure the installed extension (bench/lib.sh)
+#   CHECKPOINT_KEYS       live keys, and expired keys, of the checkpoint case (default 1000000)
 # Writes bench/results/memory_wal.md; every pgbench output is kept in bench/results/memory_wal/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,11 +93,55 @@ pass() {
     cluster_stop
 }
 
+# checkpoint_keys PREFIX PERIOD [CLOCK]: CHECKPOINT_KEYS keys PREFIX0 .. on the memory engine,
+# with the test clock at CLOCK when given.
+checkpoint_keys() {
+    local first allowed
+    for ((first = 0; first < checkpoint_keys_count; first += 100000)); do
+        allowed="$(PGOPTIONS="${3:+-c ratelimit.test_clock=$3}" psql -X -A -t -d "$database" \
+            -v prefix="$1" -v first="$first" -v period="$2" -f bench/memory_wal/checkpoint_keys.sql)"
+        if [ "$allowed" -ne 100000 ]; then
+            echo "memory_wal: checkpoint keys $1 allowed $allowed of 100000" >&2
+            exit 1
+        fi
+    done
+}
+# checkpoint_wal: the WAL bytes one CHECKPOINT writes, and the SNAPSHOT records' keys.
+checkpoint_wal() {
+    local before after
+    before="$(psql -X -A -t -d "$database" -c "SELECT pg_current_wal_insert_lsn()")"
+    psql -X -q -d "$database" -c "CHECKPOINT"
+    after="$(psql -X -A -t -d "$database" -c "SELECT pg_current_wal_flush_lsn()")"
+    psql -X -A -t -F ' ' -d "$database" -c "SELECT pg_wal_lsn_diff('$after', '$before'),
+        (SELECT coalesce(sum(substring(description FROM 'keys ([0-9]+)')::bigint), 0)
+         FROM pg_get_wal_records_info('$before', '$after') WHERE record_type = 'SNAPSHOT')"
+}
+# The pass over CHECKPOINT_KEYS live keys, then with as many expired ones beside them.
+checkpoint_pass() {
+    checkpoint_keys_count="${CHECKPOINT_KEYS:-1000000}"
+    cluster_start "shared_buffers = 512MB" "max_wal_size = 8GB" \
+        "shared_preload_libraries = 'ratelimit'" \
+        "ratelimit.memory_capacity = $((checkpoint_keys_count * 2 + 200000))" \
+        "ratelimit.memory_wal = on"
+    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $database" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -d "$database" -c "CREATE EXTENSION ratelimit" \
+        -c "CREATE EXTENSION pg_walinspect" >/dev/null
+    echo "memory_wal: a CHECKPOINT with $checkpoint_keys_count live keys"
+    checkpoint_keys live- "365 days"
+    read -r checkpoint_live_bytes checkpoint_live_keys <<<"$(checkpoint_wal)"
+    echo "memory_wal: and with $checkpoint_keys_count expired keys beside them"
+    checkpoint_keys expired- "1 second" "2020-01-01T00:00:00+00"
+    read -r checkpoint_both_bytes checkpoint_both_keys <<<"$(checkpoint_wal)"
+    psql -X -q -c "DROP DATABASE $database" >/dev/null
+    cluster_stop
+}
+
 bench_build
 rm -rf "$logs"
 mkdir -p "$logs"
 pass off
 pass on
+checkpoint_pass
 
 # of NAME FLOOR: the case's TPS as a ratio to its own floor.
 of() {
@@ -130,8 +177,22 @@ table="$(
         "${tps[table-hot-on]}" "$(of table-hot-on select1-table-on)" \
         "$(ratio "${tps[memory-hot-on]}" "${tps[table-hot-on]}" 1)" "$(per_decision table-hot-on)"
 )"
+checkpoint_table="$(
+    echo "| store | WAL one CHECKPOINT wrote | keys its pass carried | bytes per key carried |"
+    echo "|---|---:|---:|---:|"
+    for c in live both; do
+        bytes_var="checkpoint_${c}_bytes" keys_var="checkpoint_${c}_keys"
+        printf '| %s | %s MB | %s | %s |\n' \
+            "$([ "$c" = live ] && echo "$checkpoint_keys_count live keys" ||
+                echo "$checkpoint_keys_count live + $checkpoint_keys_count expired keys")" \
+            "$(awk -v b="${!bytes_var}" 'BEGIN { printf "%.1f", b / 1048576 }')" "${!keys_var}" \
+            "$(awk -v b="${!bytes_var}" -v k="${!keys_var}" 'BEGIN { printf "%.0f", k > 0 ? b / k : 0 }')"
+    done
+)"
 echo
 echo "$table"
+echo
+echo "$checkpoint_table"
 mkdir -p bench/results
 {
     echo "# Memory engine with and without ratelimit.memory_wal"
@@ -150,5 +211,13 @@ mkdir -p bench/results
         "headers and anything else the server wrote meanwhile)"
     echo
     echo "$table"
+    echo
+    echo "One CHECKPOINT's pass, on a server of its own (ratelimit.memory_wal = on,"
+    echo "memory_capacity = $((checkpoint_keys_count * 2 + 200000))): the WAL between"
+    echo "pg_current_wal_insert_lsn() before it and pg_current_wal_flush_lsn() after it, and the keys"
+    echo "the SNAPSHOT records hold (pg_walinspect). The expired keys were made under a test clock"
+    echo "in 2020, with one-second windows."
+    echo
+    echo "$checkpoint_table"
 } >bench/results/memory_wal.md
 echo "memory_wal: written to bench/results/memory_wal.md"

@@ -285,12 +285,24 @@ class MemoryStore {
     // Calls `visit(const SavedSlot&)` for each key of `partition`, least recently used first.
     template <typename Visit>
     void for_each_oldest_first(int partition, Visit&& visit) const {
+        std::vector<std::uint32_t> order(partition_slots());
+        for_each_oldest_first(partition, order.data(), visit);
+    }
+
+    // The same without allocating: `order` has room for partition_slots() indexes. What the
+    // server calls under a partition's lock, where running out of memory must not be possible.
+    template <typename Visit>
+    void for_each_oldest_first(int partition, std::uint32_t* order, Visit&& visit) const {
         SavedSlot saved;
-        for (const std::uint32_t i : slots_oldest_first(partition)) {
-            saved_form(slots_[i], saved);
+        const std::uint32_t count = slots_oldest_first(partition, order);
+        for (std::uint32_t n = 0; n < count; ++n) {
+            saved_form(slots_[order[n]], saved);
             visit(static_cast<const SavedSlot&>(saved));
         }
     }
+
+    // The most slots a partition has.
+    std::uint32_t partition_slots() const noexcept;
 
     // The key's state in its saved form (SavedSlot) into `saved`; false when the key has no slot.
     // What the server writes to the WAL after a change to the key (ratelimit.memory_wal), and
@@ -308,7 +320,9 @@ class MemoryStore {
 
     explicit MemoryStore(void* block) noexcept;
 
-    std::vector<std::uint32_t> slots_oldest_first(int partition) const;
+    // Writes the indexes of `partition`'s keys into `order`, least recently used first; returns
+    // how many.
+    std::uint32_t slots_oldest_first(int partition, std::uint32_t* order) const noexcept;
 
     PartitionHeader& partition_header(int partition) noexcept;
     const PartitionHeader& partition_header(int partition) const noexcept;

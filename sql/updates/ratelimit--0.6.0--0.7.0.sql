@@ -70,6 +70,15 @@ ALTER TABLE ratelimit.request_routes ADD COLUMN tier_claim text,
 -- @include sql/install/postgrest.sql request_routes_validate
 
 ------------------------------------------------------------------------------------------------
+-- memory_stats says whether the WAL's worker runs and what replay could not place (its grants
+-- come back with the privileges below).
+------------------------------------------------------------------------------------------------
+
+DROP VIEW ratelimit.memory_stats;
+DROP FUNCTION ratelimit.memory_stats();
+-- @include sql/install/memory_engine.sql memory_stats
+
+------------------------------------------------------------------------------------------------
 -- Privileges: the grants of each extension are set by one function, which the drop-in
 -- extensions' scripts call too; ratelimit's list as in 0.7.0.
 ------------------------------------------------------------------------------------------------

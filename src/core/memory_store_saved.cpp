@@ -11,15 +11,19 @@
 
 namespace ratelimit {
 
-std::vector<std::uint32_t> MemoryStore::slots_oldest_first(int partition) const {
+std::uint32_t MemoryStore::partition_slots() const noexcept {
+    // Partition 0 is never smaller than another (see create()).
+    return partitions_[0].count;
+}
+
+std::uint32_t MemoryStore::slots_oldest_first(int partition, std::uint32_t* order) const noexcept {
     const PartitionHeader& header = partitions_[partition];
-    std::vector<std::uint32_t> held;
-    held.reserve(header.used);
+    std::uint32_t held = 0;
     for (std::uint32_t i = header.first; i < header.first + header.count; ++i) {
         if (slots_[i].database != 0)
-            held.push_back(i);
+            order[held++] = i;
     }
-    std::sort(held.begin(), held.end(), [&](std::uint32_t a, std::uint32_t b) {
+    std::sort(order, order + held, [&](std::uint32_t a, std::uint32_t b) {
         return slots_[a].last_use < slots_[b].last_use;
     });
     return held;

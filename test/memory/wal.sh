@@ -20,7 +20,13 @@
 #    the primary's next record of a key replaces them;
 #  - a failover (the primary stopped with -m immediate, the standby promoted) keeps every key;
 #    the promoted server logs its own decisions, which a crash of it keeps;
-#  - a server that replays the records with the setting off ignores them, and logs it.
+#  - a server that replays the records with the setting off ignores them, and logs it;
+#  - the worker stays for pg_terminate_backend and pg_cancel_backend (a CHECKPOINT and kill -9
+#    after them forgive nothing), memory_stats and metrics() say it runs, and kill -9 of the
+#    worker alone restarts the server with every key;
+#  - a checkpoint's pass carries no key whose window has ended;
+#  - a standby with a smaller store counts the replayed keys it could not hold, and logs it;
+#  - a server with no worker slot for the WAL worker does not start, and its log says why.
 # Run as root from the repository root, with the extension installed (test/run.sh does both).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -63,8 +69,9 @@ wal_worker() {
 
 echo "# a primary with ratelimit.memory_wal = on"
 # LOG lines too: the line that says the store is rebuilt from the WAL. The WAL is kept (1 GB):
-# the records' checks read WAL from before a CHECKPOINT, which would otherwise recycle it.
-cluster_start "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_wal = on" "fsync = off" \
+# the records' checks read WAL from before a CHECKPOINT, which would otherwise recycle it. fsync
+# stays on, as on a real server: the WAL writer's flushes take what they take there.
+cluster_start "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_wal = on" \
     "wal_keep_size = '1GB'" \
     "log_min_messages = log"
 primary_dir="$CLUSTER_DIR/data"
@@ -258,8 +265,61 @@ ok "$([ "$calls" -gt 0 ] && [ "$units" -le $((calls + 8)) ] && [ "$units" -ge $(
 kept before_load \
     "the keys the load did not touch, after a CHECKPOINT during the load: as they were"
 
+# ---- the WAL worker stays ------------------------------------------------------------------------
+# Without it no checkpoint would wait for the keys: it stops only for the server's shutdown.
+worker_pid() {
+    pgrep -P "$(head -1 "$1/postmaster.pid")" -f 'ratelimit memory engine WAL' || true
+}
+round
+remember before_terminate
+old_worker="$(worker_pid "$primary_dir")"
+sql "SELECT pg_terminate_backend($old_worker), pg_cancel_backend($old_worker)" >/dev/null
+sleep 0.5
+is "$(worker_pid "$primary_dir")" "$old_worker" \
+    "pg_terminate_backend and pg_cancel_backend do not stop the WAL worker"
+ok "$(grep -q "the memory engine's WAL worker does not stop for pg_terminate_backend" \
+    "$CLUSTER_DIR/server.log"; echo $?)" "and it logs that it stayed, and how to stop it"
+sql "CHECKPOINT"
+crash "$primary_dir"
+cluster_server_start
+kept before_terminate \
+    "pg_terminate_backend on the worker, CHECKPOINT, kill -9: every key as it was, 0 units forgiven"
+is "$(sql "SELECT wal_worker_running FROM ratelimit.memory_stats")" "t" "memory_stats: the WAL worker runs"
+is "$(sql "SELECT m[1] FROM regexp_matches(ratelimit.metrics(), 'ratelimit_memory_wal_worker_running ([0-9]+)') AS m")" \
+    "1" "metrics(): ratelimit_memory_wal_worker_running 1"
+# kill -9 of the worker alone: the postmaster restarts the server as after a crash.
+round
+remember before_worker_killed
+kill -9 "$(worker_pid "$primary_dir")"
+for _ in $(seq 1 100); do
+    sql "SELECT 1" >/dev/null 2>&1 && [ "$(wal_worker "$primary_dir")" = running ] && break
+    sleep 0.2
+done
+kept before_worker_killed "kill -9 of the worker alone: the server restarts, every key as it was"
+is "$(wal_worker "$primary_dir")" "running" "and the worker runs again"
+
+# ---- keys that have expired are not carried ----------------------------------------------------
+# A checkpoint's pass writes the keys whose state differs from a fresh key's: 2,000 keys whose
+# one-second windows have ended add nothing to it.
+sql "CREATE EXTENSION IF NOT EXISTS pg_walinspect"
+# carried: the keys the SNAPSHOT records of one CHECKPOINT hold.
+carried() {
+    local from to
+    from="$(sql 'SELECT pg_current_wal_insert_lsn()')"
+    sql "CHECKPOINT"
+    to="$(sql 'SELECT pg_current_wal_insert_lsn()')"
+    sql "SELECT coalesce(sum(substring(description FROM 'keys ([0-9]+)')::integer), 0)
+         FROM pg_get_wal_records_info('$from', '$to') WHERE record_type = 'SNAPSHOT'"
+}
+carried_before="$(carried)"
+sql "SELECT count(*) FROM generate_series(1, 2000) AS g,
+            LATERAL ratelimit.consume('short-' || g, 5, '1 second', p_engine => 'memory') AS d" >/dev/null
+sleep 1.5
+carried_after="$(carried)"
+is "$carried_after" "$carried_before" \
+    "a checkpoint's pass carries the same $carried_before live keys, not the 2000 whose windows ended"
+
 # ---- the records in the WAL -----------------------------------------------------------------------
-sql "CREATE EXTENSION pg_walinspect"
 start_lsn="$(sql 'SELECT pg_current_wal_insert_lsn()')"
 for i in $(seq 1 100); do
     echo "SELECT ratelimit.consume('record-$((i % 10))', 1000, '30 days', p_engine => 'memory');"
@@ -388,6 +448,40 @@ replayed >/dev/null
 PGPORT=$standby_port kept after_standby_restart \
     "a standby restarted while the primary decides catches up: its peeks equal the primary's"
 
+# A standby with a smaller store than the primary's says so, and counts the keys it cannot hold.
+small_dir="$CLUSTER_DIR/small_standby"
+cluster_as_postgres "$CLUSTER_BINDIR/pg_basebackup" -D "$small_dir" -R -X stream -c fast \
+    -h "$PGHOST" -p "$PGPORT" -U postgres
+chmod 700 "$small_dir"
+echo "ratelimit.memory_capacity = 4096" >>"$small_dir/postgresql.conf"
+for attempt in 1 2 3 4 5; do
+    small_port="$(cluster_free_port)"
+    echo "port = $small_port" >>"$small_dir/postgresql.conf"
+    if cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$small_dir" -l "$CLUSTER_DIR/small.log" \
+        -w -t 60 start >/dev/null; then
+        break
+    fi
+    [ "$attempt" -lt 5 ] || { cat "$CLUSTER_DIR/small.log" >&2; exit 1; }
+    sleep 1
+done
+trap 'cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$small_dir" -m fast -w stop >/dev/null 2>&1 || true; stop_standby; cluster_stop' EXIT
+sql "SELECT count(*) FROM generate_series(1, 6000) AS g,
+            LATERAL ratelimit.consume('wide-' || g, 5, '30 days', p_engine => 'memory') AS d" >/dev/null
+target="$(sql 'SELECT pg_current_wal_insert_lsn()')"
+for _ in $(seq 1 600); do
+    [ "$(PGPORT=$small_port sql "SELECT pg_last_wal_replay_lsn() >= '$target'")" = t ] && break
+    sleep 0.1
+done
+ok "$([ "$(PGPORT=$small_port sql 'SELECT replay_unplaced FROM ratelimit.memory_stats')" -gt 0 ] &&
+    echo 0 || echo 1)" "a standby of 4,096 keys replaying 6,000: memory_stats counts the keys it could not hold"
+ok "$(grep -q "the memory engine's store has no room for a replayed key" "$CLUSTER_DIR/small.log"; echo $?)" \
+    "and its log says its store is smaller than the primary's"
+is "$(PGPORT=$small_port sql 'SELECT wal_worker_running IS NOT NULL FROM ratelimit.memory_stats')" "t" \
+    "memory_stats on a standby: the setting is on"
+cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$small_dir" -m fast -w stop >/dev/null
+trap 'stop_standby; cluster_stop' EXIT
+is "$(sql 'SELECT replay_unplaced FROM ratelimit.memory_stats')" "0" "the primary replays nothing: 0"
+
 # The pgTAP files that use the memory engine, with the standby replaying them.
 sql "CREATE DATABASE ratelimit_pgtap" >/dev/null
 for file in memory_engine batch_calls penalties drop_ins_on_engines; do
@@ -446,6 +540,19 @@ grep -h -B3 -A3 'PANIC' "$CLUSTER_DIR/server.log" "$CLUSTER_DIR/standby.log" | s
 stop_standby
 cluster_stop
 trap cluster_stop EXIT
+
+echo "# a server with no worker slot for the WAL worker"
+cluster_start "shared_preload_libraries = 'ratelimit'" "ratelimit.memory_wal = on" "fsync = off"
+cluster_server_stop
+echo "max_worker_processes = 0" >>"$CLUSTER_DIR/data/postgresql.conf"
+started="$(cluster_as_postgres "$CLUSTER_BINDIR/pg_ctl" -D "$CLUSTER_DIR/data" -l "$CLUSTER_DIR/noslot.log" \
+    -w -t 30 start >/dev/null 2>&1; echo $?)"
+ok "$([ "$started" != 0 ] && echo 0 || echo 1)" "the server does not start"
+ok "$(grep -q 'ratelimit.memory_wal = on needs a background worker, and max_worker_processes (0) has no slot left for it' \
+    "$CLUSTER_DIR/noslot.log"; echo $?)" "its log names ratelimit.memory_wal and max_worker_processes"
+sed -i '/^max_worker_processes = 0$/d' "$CLUSTER_DIR/data/postgresql.conf"
+cluster_server_start
+cluster_stop
 
 echo "# a server without the library preloaded"
 cluster_start "ratelimit.memory_wal = on" "fsync = off"

@@ -12,6 +12,7 @@ extern "C" {
 #include "access/heapam.h"
 #include "common/jsonapi.h"
 #include "nodes/execnodes.h"
+#include "postmaster/bgworker_internals.h"
 }
 
 #if PG_VERSION_NUM < 150000
@@ -94,6 +95,35 @@ inline void* guc_extra_malloc(std::size_t size) {
 #else
     return malloc(size);
 #endif
+}
+
+// Whether the postmaster registered a background worker running `function` of `library` (after
+// RegisterBackgroundWorker, which only logs a worker it has no slot for). The postmaster's list
+// of workers was an slist until 17 and a dlist after: the overload for the list's type is taken.
+// (The lists' iteration macros check types in a way only C compiles: walked by hand.)
+inline bool is_worker(const void* list_node, const char* library, const char* function) {
+    const auto* registered = reinterpret_cast<const RegisteredBgWorker*>(
+        static_cast<const char*>(list_node) - offsetof(RegisteredBgWorker, rw_lnode));
+    return strcmp(registered->rw_worker.bgw_library_name, library) == 0 &&
+           strcmp(registered->rw_worker.bgw_function_name, function) == 0;
+}
+inline bool worker_in(slist_head& list, const char* library, const char* function) {
+    for (const slist_node* node = list.head.next; node != nullptr; node = node->next) {
+        if (is_worker(node, library, function))
+            return true;
+    }
+    return false;
+}
+inline bool worker_in(dlist_head& list, const char* library, const char* function) {
+    for (const dlist_node* node = list.head.next; node != nullptr && node != &list.head;
+         node = node->next) {
+        if (is_worker(node, library, function))
+            return true;
+    }
+    return false;
+}
+inline bool background_worker_registered(const char* library, const char* function) {
+    return worker_in(BackgroundWorkerList, library, function);
 }
 
 }  // namespace ratelimit::pg::compat

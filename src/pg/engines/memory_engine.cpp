@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <stdexcept>
@@ -278,8 +279,10 @@ auto with_partition(int partition, LWLockMode mode, Work&& work) {
 
 void install_memory_engine() {
     region.install();
-    register_memory_worker();
+    // The WAL's worker first: with few max_worker_processes, the one whose absence would lose
+    // keys gets a slot before the others.
     install_memory_wal();
+    register_memory_worker();
 }
 
 bool memory_engine_available() {
@@ -598,8 +601,31 @@ std::int64_t memory_expire_all(Micros now) {
     return freed;
 }
 
+namespace {
+
+// Room to order one partition's keys, taken once per process before any lock: nothing that goes
+// through a store's keys under a partition's lock allocates, so running out of memory there
+// cannot end a process that holds the lock (which would restart the whole server). Null when
+// there is no memory for it.
+std::uint32_t* partition_order() {
+    static std::uint32_t* order = nullptr;
+    if (order == nullptr) {
+        const MemoryStore store = MemoryStore::attach(store_block());
+        order = static_cast<std::uint32_t*>(std::malloc(
+            sizeof(std::uint32_t) * std::max<std::uint32_t>(1, store.partition_slots())));
+    }
+    return order;
+}
+
+}  // namespace
+
 bool memory_save(bool recovered) {
     MemoryStore store = MemoryStore::attach(store_block());
+    std::uint32_t* order = partition_order();
+    if (order == nullptr) {
+        ereport(LOG, (errmsg("ratelimit: the memory engine's store was not saved: out of memory")));
+        return false;
+    }
     StoreFileWriter writer;
     if (!begin_store_file(&writer, store.secret(), recovered))
         return false;
@@ -610,7 +636,7 @@ bool memory_save(bool recovered) {
         if (lock)
             LWLockAcquire(partition_lock(p), LW_SHARED);
         store.for_each_oldest_first(
-            p, [&](const SavedSlot& saved) { write_store_file_slot(&writer, saved); });
+            p, order, [&](const SavedSlot& saved) { write_store_file_slot(&writer, saved); });
         if (lock)
             LWLockRelease(partition_lock(p));
     }
@@ -623,21 +649,38 @@ void memory_replay(const SavedSlot& saved) {
     MemoryStore store = MemoryStore::attach(store_block());
     // A state that has expired decides like no state.
     const Micros now = clock_now();
-    if (saved.algorithm == kForgotten || saved.expires_at <= now)
+    // A key the store has no room for, and the live keys it evicted to make room, are lost
+    // to this server: counted.
+    std::int64_t lost = 0;
+    if (saved.algorithm == kForgotten || saved.expires_at <= now) {
         store.reset(partition, saved.key);
-    else
-        store.restore(saved, now);
+    } else {
+        lost = store.restore(saved, now) ? 0 : 1;
+        lost += store.last_room().evicted;
+    }
     LWLockRelease(partition_lock(partition));
+    if (lost > 0)
+        count_unplaced_replay(lost);
 }
 
 void memory_log_all() {
     MemoryStore store = MemoryStore::attach(store_block());
+    std::uint32_t* order = partition_order();
+    if (order == nullptr)
+        ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
+                        errmsg("ratelimit: out of memory for the memory engine's WAL pass")));
     WalKeys record(kWalSnapshot);
+    // A key whose state has expired decides like a key never seen: replay without it decides
+    // the same, so it is not carried.
+    const Micros now = clock_now();
     for (int p = 0; p < kMemoryPartitions; ++p) {
         // Shared: no change to the partition's keys can come between a key's state read here
         // and its record, so the WAL keeps each key's changes in order.
         LWLockAcquire(partition_lock(p), LW_SHARED);
-        store.for_each_oldest_first(p, [&](const SavedSlot& saved) { record.add(saved); });
+        store.for_each_oldest_first(p, order, [&](const SavedSlot& saved) {
+            if (saved.expires_at > now)
+                record.add(saved);
+        });
         record.insert();
         LWLockRelease(partition_lock(p));
     }

@@ -7,13 +7,17 @@
 // critical section.
 #include "pg/engines/memory_wal.hpp"
 
+#include <cerrno>
+#include <csignal>
 #include <cstring>
 
 #include "pg/bridge/clock.hpp"
+#include "pg/bridge/guard.hpp"
 #include "pg/bridge/settings.hpp"
 #include "pg/compat/compat.hpp"
 #include "pg/engines/memory_engine.hpp"
 #include "pg/engines/memory_store_file.hpp"
+#include "pg/shared_memory/shared_region.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -24,6 +28,7 @@ extern "C" {
 #include "access/xlogreader.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "port/atomics.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
@@ -38,12 +43,61 @@ extern "C" PGDLLEXPORT void ratelimit_memory_wal_worker_main(Datum);
 namespace ratelimit::pg {
 namespace {
 
-// A record holds up to this many bytes of keys (about 60 counters, or a few long logs); more
-// keys go in further records.
-constexpr std::size_t kRecordBytes = 8 * (kSavedSlotFixedBytes + kMaxSlidingLog * sizeof(LogEntry));
+// A record holds up to this many bytes (its format's byte, then about 60 counters, or a few long
+// logs); more keys go in further records.
+constexpr std::size_t kRecordBytes =
+    1 + 8 * (kSavedSlotFixedBytes + kMaxSlidingLog * sizeof(LogEntry));
 
 // The record being built by this process (one at a time: WalKeys are never nested).
 char record_buffer[kRecordBytes];
+
+// What every process sees of the WAL side: whether the worker runs, and what replay could not
+// place. Atomics only; no lock.
+struct WalState {
+    pg_atomic_uint32 worker_pid;       // the worker's, 0 while none runs
+    pg_atomic_uint64 worker_starts;    // since the server started (or restarted after a crash)
+    pg_atomic_uint64 replay_unplaced;  // replayed keys the store had no room for
+};
+
+std::size_t wal_state_bytes() {
+    return sizeof(WalState);
+}
+
+void create_wal_state(void* block) {
+    auto* state = static_cast<WalState*>(block);
+    pg_atomic_init_u32(&state->worker_pid, 0);
+    pg_atomic_init_u64(&state->worker_starts, 0);
+    pg_atomic_init_u64(&state->replay_unplaced, 0);
+}
+
+SharedRegion wal_region("ratelimit memory engine WAL", 1, "the memory engine's WAL state",
+                        wal_state_bytes, create_wal_state);
+
+WalState* wal_state() {
+    return wal_region.available() ? static_cast<WalState*>(wal_region.table()) : nullptr;
+}
+
+// SIGTERM to the worker: from the postmaster, the server is shutting down and the worker stops;
+// from anyone else (pg_terminate_backend), it stays, since no checkpoint would wait for the keys
+// while it is gone, and says so. SIGINT (pg_cancel_backend) is ignored: it has no query.
+volatile sig_atomic_t shutdown_requested = 0;
+volatile sig_atomic_t terminate_refused = 0;
+
+void on_sigterm(int, siginfo_t* info, void*) {
+    const int saved_errno = errno;
+    if (info != nullptr && info->si_pid == PostmasterPid)
+        shutdown_requested = 1;
+    else
+        terminate_refused = 1;
+    SetLatch(MyLatch);
+    errno = saved_errno;
+}
+
+// The worker's exit, however it comes (shutdown, an ERROR): the others see it gone.
+void worker_gone(int, Datum) {
+    if (WalState* state = wal_state())
+        pg_atomic_write_u32(&state->worker_pid, 0);
+}
 
 std::size_t saved_bytes(const SavedSlot& saved) {
     return kSavedSlotFixedBytes + static_cast<std::size_t>(saved.log_count) * sizeof(LogEntry);
@@ -87,9 +141,17 @@ void redo(XLogReaderState* record) {
     }
     const char* data = XLogRecGetData(record);
     const std::size_t length = XLogRecGetDataLen(record);
+    if (length < 1 || static_cast<std::uint8_t>(data[0]) != kWalFormat)
+        ereport(PANIC,
+                (errmsg("ratelimit: a memory engine WAL record of format %d, where this ratelimit "
+                        "reads format %d",
+                        length < 1 ? -1 : static_cast<int>(static_cast<std::uint8_t>(data[0])),
+                        static_cast<int>(kWalFormat)),
+                 errhint("Every server that replays this WAL (a standby, a server restored "
+                         "from it) needs the ratelimit version of the server that wrote it.")));
     // Plain data: the startup process has no error recovery to unwind.
     static SavedSlot saved;
-    std::size_t at = 0;
+    std::size_t at = 1;
     while (at + kSavedSlotFixedBytes <= length) {
         std::memcpy(static_cast<void*>(&saved), data + at, kSavedSlotFixedBytes);
         const std::size_t bytes = saved_bytes(saved);
@@ -107,7 +169,11 @@ void describe(StringInfo buffer, XLogReaderState* record) {
     const char* data = XLogRecGetData(record);
     int keys = 0, forgotten = 0;
     SavedSlot fixed;
-    for (std::size_t at = 0; at + kSavedSlotFixedBytes <= length;) {
+    if (length < 1 || static_cast<std::uint8_t>(data[0]) != kWalFormat) {
+        appendStringInfo(buffer, "format %d", length < 1 ? -1 : static_cast<std::uint8_t>(data[0]));
+        return;
+    }
+    for (std::size_t at = 1; at + kSavedSlotFixedBytes <= length;) {
         std::memcpy(static_cast<void*>(&fixed), data + at, kSavedSlotFixedBytes);
         ++keys;
         if (fixed.algorithm == kForgotten)
@@ -175,6 +241,14 @@ void register_wal_worker() {
     snprintf(worker.bgw_name, BGW_MAXLEN, "ratelimit memory engine WAL");
     snprintf(worker.bgw_type, BGW_MAXLEN, "ratelimit memory engine WAL");
     RegisterBackgroundWorker(&worker);
+    // Without its worker the engine would log decisions that no checkpoint waits for: a server
+    // that cannot run it does not start.
+    if (!compat::background_worker_registered("ratelimit", "ratelimit_memory_wal_worker_main"))
+        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                        errmsg("ratelimit.memory_wal = on needs a background worker, and "
+                               "max_worker_processes (%d) has no slot left for it",
+                               max_worker_processes),
+                        errhint("Raise max_worker_processes, or set ratelimit.memory_wal = off.")));
 }
 
 }  // namespace
@@ -186,12 +260,67 @@ void install_memory_wal() {
     memory_rmgr.rm_identify = identify;
     memory_rmgr.rm_cleanup = recovery_done;
     RegisterCustomRmgr(kMemoryWalRmgrId, &memory_rmgr);
+    wal_region.install();
     if (setting::memory_wal)
         register_wal_worker();
 }
 
 bool memory_wal_logging() {
-    return setting::memory_wal && !RecoveryInProgress();
+    if (!setting::memory_wal || RecoveryInProgress())
+        return false;
+    // The worker gone (terminated, or failed) and not back yet: until it is, a checkpoint does
+    // not wait for the keys, so say so, once per backend each time (it comes back within about
+    // a second, and writes every key again).
+    static std::uint64_t warned_at_starts = 0;
+    const WalState* state = wal_state();
+    if (state != nullptr &&
+        pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&state->worker_pid)) == 0) {
+        const std::uint64_t starts =
+            pg_atomic_read_u64(const_cast<pg_atomic_uint64*>(&state->worker_starts));
+        if (starts > 0 && starts != warned_at_starts) {
+            warned_at_starts = starts;
+            call_postgres([] {
+                ereport(WARNING,
+                        (errmsg("ratelimit: the memory engine's WAL worker is not running"),
+                         errdetail("Until it is back (it restarts within about a second), a "
+                                   "checkpoint does not wait for the memory engine's keys: a "
+                                   "crash in that time can forgive units spent before it."),
+                         errhint("See memory_stats.wal_worker_running; the server's log says "
+                                 "what ended it.")));
+            });
+        }
+    }
+    return true;
+}
+
+MemoryWalStatus memory_wal_status() {
+    MemoryWalStatus status;
+    status.enabled = setting::memory_wal;
+    if (WalState* state = wal_state()) {
+        status.worker_running = pg_atomic_read_u32(&state->worker_pid) != 0;
+        status.worker_starts = static_cast<std::int64_t>(pg_atomic_read_u64(&state->worker_starts));
+        status.replay_unplaced =
+            static_cast<std::int64_t>(pg_atomic_read_u64(&state->replay_unplaced));
+    }
+    return status;
+}
+
+void count_unplaced_replay(std::int64_t keys) {
+    if (WalState* state = wal_state())
+        pg_atomic_fetch_add_u64(&state->replay_unplaced, static_cast<std::uint64_t>(keys));
+    // Once per recovery: the startup process replays every record.
+    static bool logged = false;
+    if (logged)
+        return;
+    logged = true;
+    ereport(LOG,
+            (errmsg("ratelimit: the memory engine's store has no room for a replayed key: this "
+                    "server's store is smaller than the one whose WAL it replays"),
+             errdetail("Keys replay could not place, and those it evicted to make room, are "
+                       "counted in memory_stats.replay_unplaced; a failover to this server "
+                       "forgives them."),
+             errhint("Give this server the ratelimit.memory_capacity and "
+                     "ratelimit.memory_log_blocks of the server that wrote the WAL.")));
 }
 
 HashSecret memory_wal_secret() {
@@ -226,6 +355,7 @@ void WalKeys::add(const SavedSlot& saved) noexcept {
 void WalKeys::insert() noexcept {
     if (count_ == 0)
         return;
+    record_buffer[0] = static_cast<char>(kWalFormat);
     // The record is not the calling transaction's (a decision is not transactional): its commit
     // must not ask the WAL writer to flush it, which costs a call as much as the WAL writer's
     // wake-ups do (announce_inserted() asks once a tick). So the transaction's last WAL position
@@ -237,13 +367,17 @@ void WalKeys::insert() noexcept {
     (void)XLogInsert(kMemoryWalRmgrId, kind_);
     END_CRIT_SECTION();
     XactLastRecEnd = transaction_end;
-    used_ = 0;
+    used_ = 1;
     count_ = 0;
 }
 
 }  // namespace ratelimit::pg
 
 // The worker: every tick, asks the WAL writer to flush the records inserted since the last one.
+// Its pid is in shared memory while it runs (memory_stats.wal_worker_running); a decision made
+// while it is gone warns. It stops only for the server's shutdown (on_sigterm); an ERROR ends
+// it with exit code 1, and the postmaster starts it again a second later (bgw_restart_time),
+// when its first pass writes every key again.
 // It holds every checkpoint (DELAY_CHKPT_START on its virtual transaction) until it
 // has written every key after that checkpoint's redo pointer, then lets it go by ending its
 // transaction and holds the next one with a new one. A checkpoint takes at least one of its own
@@ -253,9 +387,20 @@ void WalKeys::insert() noexcept {
 void ratelimit_memory_wal_worker_main(Datum) {
     using namespace ratelimit::pg;
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    pqsignal(SIGINT, SIG_IGN);
+    struct sigaction terminate;
+    memset(&terminate, 0, sizeof terminate);
+    terminate.sa_sigaction = on_sigterm;
+    terminate.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&terminate.sa_mask);
+    sigaction(SIGTERM, &terminate, nullptr);
     BackgroundWorkerUnblockSignals();
     BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
+    if (WalState* state = wal_state()) {
+        before_shmem_exit(worker_gone, 0);
+        pg_atomic_write_u32(&state->worker_pid, static_cast<std::uint32_t>(MyProcPid));
+        pg_atomic_fetch_add_u64(&state->worker_starts, 1);
+    }
     // Its transaction takes no snapshot and no transaction id, so it holds back no vacuum and
     // no snapshot; it reports no start time, so it never looks like a long transaction.
     StartTransactionCommand();
@@ -274,9 +419,19 @@ void ratelimit_memory_wal_worker_main(Datum) {
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
-        if (ShutdownRequestPending) {
+        if (shutdown_requested) {
             MyProc->delayChkptFlags &= ~DELAY_CHKPT_START;
             proc_exit(0);
+        }
+        if (terminate_refused) {
+            terminate_refused = 0;
+            ereport(LOG,
+                    (errmsg("ratelimit: the memory engine's WAL worker does not stop for "
+                            "pg_terminate_backend"),
+                     errdetail("It holds each checkpoint until the memory engine's keys are in "
+                               "the WAL after it; without it a crash could forgive them."),
+                     errhint("To stop it, set ratelimit.memory_wal = off and restart the "
+                             "server.")));
         }
         if (ConfigReloadPending) {
             ConfigReloadPending = false;

@@ -12,8 +12,9 @@
 // record is inserted under its partition's lock, so the last record of a key is its last state.
 //
 // Records: STATES (a decision's keys), SNAPSHOT (the keys after a checkpoint's redo pointer);
-// each holds keys in the saved form (SavedSlot: its fixed part, then its sliding_window log
-// entries); a key with no state (reset) has algorithm kForgotten.
+// each starts with its format's number (one byte, kWalFormat), then holds keys in the saved form
+// (SavedSlot: its fixed part, then its sliding_window log entries); a key with no state (reset)
+// has algorithm kForgotten.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,10 @@ inline constexpr int kMemoryWalRmgrId = 209;
 inline constexpr std::uint8_t kWalStates = 0x00;
 inline constexpr std::uint8_t kWalSnapshot = 0x10;
 
+// The records' layout. A server that meets a record of another format (a standby on another
+// ratelimit version than its primary) stops with an error that says so, instead of misreading it.
+inline constexpr std::uint8_t kWalFormat = 1;
+
 // A key whose slot is gone (reset) is written with this algorithm.
 inline constexpr std::int16_t kForgotten = -1;
 
@@ -45,6 +50,19 @@ void install_memory_wal();
 // True when this process writes the memory engine's changes to the WAL now: ratelimit.memory_wal
 // is on and the server is not in recovery (a hot standby's own decisions stay its own).
 bool memory_wal_logging();
+
+// The WAL side as memory_stats() and metrics() show it.
+struct MemoryWalStatus {
+    bool enabled = false;         // ratelimit.memory_wal
+    bool worker_running = false;  // its worker runs now
+    std::int64_t worker_starts = 0;
+    std::int64_t replay_unplaced = 0;  // replayed keys the store had no room for
+};
+MemoryWalStatus memory_wal_status();
+
+// From the replay, for `keys` keys lost to this server (a replayed key the store had no room
+// for, live keys evicted to make room): counted, and logged once per recovery.
+void count_unplaced_replay(std::int64_t keys);
 
 // The store's hash key when the engine is logged: derived from the cluster's own random nonce
 // (pg_control), so that the server after a crash and every standby made from it hash keys
@@ -66,7 +84,7 @@ class WalKeys {
 
   private:
     std::uint8_t kind_;
-    std::size_t used_ = 0;
+    std::size_t used_ = 1;  // the format's byte
     int count_ = 0;
 };
 

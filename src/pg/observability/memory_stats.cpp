@@ -8,6 +8,7 @@
 
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/memory_engine.hpp"
+#include "pg/engines/memory_wal.hpp"
 #include "pg/bridge/postgres.hpp"
 #include "pg/bridge/result_row.hpp"
 
@@ -44,14 +45,19 @@ Datum memory_stats_0_4_body(FunctionCallInfo fcinfo) {
 Datum memory_store_stats_body(FunctionCallInfo fcinfo) {
     std::int64_t shared_bytes = 0;
     const MemoryStats stats = memory_stats(&shared_bytes);
-    constexpr int kColumns = 11;
-    Datum values[kColumns] = {Int64GetDatum(stats.entries),         Int64GetDatum(stats.capacity),
-                              Int64GetDatum(shared_bytes),          Int64GetDatum(stats.evictions),
-                              Int64GetDatum(stats.expired),         Int64GetDatum(stats.allowed),
-                              Int64GetDatum(stats.denied),          Int64GetDatum(stats.refusals),
-                              Int64GetDatum(stats.full_partitions), Int64GetDatum(stats.log_blocks),
-                              Int64GetDatum(stats.log_blocks_used)};
+    const MemoryWalStatus wal = memory_wal_status();
+    // 0.6.0's definition has the first 11 columns: a row is formed of as many as it declares.
+    constexpr int kColumns = 13;
+    Datum values[kColumns] = {
+        Int64GetDatum(stats.entries),         Int64GetDatum(stats.capacity),
+        Int64GetDatum(shared_bytes),          Int64GetDatum(stats.evictions),
+        Int64GetDatum(stats.expired),         Int64GetDatum(stats.allowed),
+        Int64GetDatum(stats.denied),          Int64GetDatum(stats.refusals),
+        Int64GetDatum(stats.full_partitions), Int64GetDatum(stats.log_blocks),
+        Int64GetDatum(stats.log_blocks_used), BoolGetDatum(wal.worker_running),
+        Int64GetDatum(wal.replay_unplaced)};
     bool nulls[kColumns] = {};
+    nulls[11] = !wal.enabled;
     Datum result = 0;
     call_postgres([&] {
         TupleDesc desc = nullptr;

@@ -9,6 +9,7 @@
 #include "pg/bridge/extension_schema.hpp"
 #include "pg/bridge/guard.hpp"
 #include "pg/engines/memory_engine.hpp"
+#include "pg/engines/memory_wal.hpp"
 #include "pg/policies/policy_counters.hpp"
 #include "pg/bridge/postgres.hpp"
 #include "pg/bridge/result_row.hpp"
@@ -163,6 +164,22 @@ void memory_metrics(const std::string& database, MetricsText& text) {
         text.family(counters[i].first, Type::kCounter, counter_help[i]);
         text.sample(counters[i].first, {}, counters[i].second);
     }
+    // The WAL's side, with ratelimit.memory_wal on.
+    const MemoryWalStatus wal = memory_wal_status();
+    if (wal.enabled) {
+        text.family("ratelimit_memory_wal_worker_running", Type::kGauge,
+                    "1 while the memory engine's WAL worker runs: without it, checkpoints do not "
+                    "wait for the keys.");
+        text.sample("ratelimit_memory_wal_worker_running", {},
+                    static_cast<std::int64_t>(wal.worker_running ? 1 : 0));
+        text.family(
+            "ratelimit_memory_wal_worker_starts_total", Type::kCounter,
+            "Times the WAL worker started: more than one means it was ended and came back.");
+        text.sample("ratelimit_memory_wal_worker_starts_total", {}, wal.worker_starts);
+    }
+    text.family("ratelimit_memory_replay_unplaced_total", Type::kCounter,
+                "Replayed keys the store had no room for (a standby smaller than its primary).");
+    text.sample("ratelimit_memory_replay_unplaced_total", {}, wal.replay_unplaced);
     // This database's own row of the store's table, when it has one.
     std::vector<MemoryDatabaseStats> rows(kMaxMemoryDatabases);
     std::int64_t share_limit = 0;
