@@ -25,6 +25,8 @@
 #    after them forgive nothing), memory_stats and metrics() say it runs, and kill -9 of the
 #    worker alone restarts the server with every key;
 #  - a checkpoint's pass carries no key whose window has ended;
+#  - a clean restart followed by kill -9 before the worker's first pass (made slow on purpose)
+#    keeps every key;
 #  - a standby with a smaller store counts the replayed keys it could not hold, and logs it;
 #  - a server with no worker slot for the WAL worker does not start, and its log says why.
 # Run as root from the repository root, with the extension installed (test/run.sh does both).
@@ -297,6 +299,20 @@ for _ in $(seq 1 100); do
 done
 kept before_worker_killed "kill -9 of the worker alone: the server restarts, every key as it was"
 is "$(wal_worker "$primary_dir")" "running" "and the worker runs again"
+
+# ---- a clean restart, then a crash before the worker's first pass --------------------------------
+# After a clean stop the keys are in no WAL after the shutdown checkpoint until the worker's first
+# pass: the saved file stays until then. The pass is made to wait 5 s, and the crash comes in it.
+round
+remember before_clean_restart
+cluster_server_stop
+echo "ratelimit.memory_wal_first_pass_delay = 5000" >>"$primary_dir/postgresql.conf"
+cluster_server_start
+crash "$primary_dir"
+sed -i '/^ratelimit.memory_wal_first_pass_delay = 5000$/d' "$primary_dir/postgresql.conf"
+cluster_server_start
+kept before_clean_restart \
+    "a clean restart, then kill -9 before the worker's first pass: every key as it was, 0 forgiven"
 
 # ---- keys that have expired are not carried ----------------------------------------------------
 # A checkpoint's pass writes the keys whose state differs from a fresh key's: 2,000 keys whose

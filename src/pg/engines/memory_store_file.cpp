@@ -143,6 +143,15 @@ void load_store_file(void* block, std::int64_t log_blocks) {
         return;
     }
     unlink(kRecoveredFile);
+    if (setting::memory_wal) {
+        // After a clean stop the keys are in no WAL after the shutdown checkpoint until the
+        // worker's first pass is on disk: until then the file stays, as the store a recovery
+        // starts from, and a crash before it rebuilds the store from it and the WAL after it.
+        read_store_file(kStateFile, block, log_blocks, true);
+        if (access(kStateFile, F_OK) == 0)
+            (void)durable_rename(kStateFile, kRecoveredFile, LOG);
+        return;
+    }
     if (setting::memory_snapshot_interval == 0 && !stopped_cleanly()) {
         if (unlink(kStateFile) == 0)
             ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly and snapshots are "

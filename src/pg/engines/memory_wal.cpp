@@ -406,6 +406,8 @@ void ratelimit_memory_wal_worker_main(Datum) {
     StartTransactionCommand();
     pgstat_report_xact_timestamp(0);
     MyProc->delayChkptFlags |= DELAY_CHKPT_START;
+    if (setting::memory_wal_first_pass_delay > 0)
+        pg_usleep(static_cast<long>(setting::memory_wal_first_pass_delay) * 1000L);
     // A checkpoint may have finished before this worker started (the end of recovery): every key
     // goes after the current redo pointer now.
     XLogRecPtr written_after = GetRedoRecPtr();

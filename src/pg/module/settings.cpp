@@ -22,6 +22,7 @@ int memory_snapshot_interval = 0;
 int memory_when_full = kWhenFullDeny;
 int memory_database_share = 100;
 bool memory_wal = false;
+int memory_wal_first_pass_delay = 0;
 
 int policy_counters = 4096;
 int policy_counters_database_share = 50;
@@ -90,6 +91,13 @@ void define_shared_memory_settings() {
         "keeps every decision made more than about wal_writer_delay before it, and a standby "
         "decides from the primary's counts.",
         &setting::memory_wal, false, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    // A developer option, as PostgreSQL's post_auth_delay: the tests make the window before the
+    // WAL worker's first pass long enough to crash in it.
+    DefineCustomIntVariable(
+        "ratelimit.memory_wal_first_pass_delay",
+        "Milliseconds the memory engine's WAL worker waits before its first pass (for tests).",
+        nullptr, &setting::memory_wal_first_pass_delay, 0, 0, 60000, PGC_SIGHUP,
+        GUC_UNIT_MS | GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, nullptr, nullptr, nullptr);
     DefineCustomIntVariable(
         "ratelimit.policy_counters",
         "Per-policy counters (policy_stats, metrics()) the server keeps, for all databases.",
