@@ -4,7 +4,8 @@
 # SELECT 1 floor of its own: ratelimit.consume on the memory engine on a hot key and over 100,000
 # keys, consume_many of 100 keys, and, with the WAL on, the logged table engine on the hot key;
 # the WAL each memory decision writes, from pg_current_wal_insert_lsn() around a measured run.
-# 8 clients, one pass. Then, on a server of its own with the setting on, the WAL one CHECKPOINT
+# 8 clients, one pass; with the WAL on, also the hot key with ratelimit.memory_wal_commit_wait on
+# (each transaction waits for its decision's flush). Then, on a server of its own with the setting on, the WAL one CHECKPOINT
 # writes (its pass over the store) with CHECKPOINT_KEYS live keys, and again once as many keys
 # whose windows have ended are added.
 #
@@ -88,6 +89,10 @@ pass() {
     if [ "$wal" = on ]; then
         measure "select1-table-$wal" select1.sql
         measure "table-hot-$wal" consume.sql "${variables[@]}" -D keys=1 -D engine=table
+        # Each transaction waits for its decision's flush (ratelimit.memory_wal_commit_wait).
+        export PGOPTIONS="-c ratelimit.memory_wal_commit_wait=on"
+        measure "memory-hot-wait-$wal" consume.sql "${variables[@]}" -D keys=1 -D engine=memory
+        unset PGOPTIONS
     fi
     psql -X -q -c "DROP DATABASE $database" >/dev/null
     cluster_stop
@@ -176,6 +181,9 @@ table="$(
     printf '| table consume, hot (WAL on server) | — | %.0f (%s) | memory on / table: %s | %s |\n' \
         "${tps[table-hot-on]}" "$(of table-hot-on select1-table-on)" \
         "$(ratio "${tps[memory-hot-on]}" "${tps[table-hot-on]}" 1)" "$(per_decision table-hot-on)"
+    printf '| memory consume, hot, memory_wal_commit_wait on | — | %.0f (%s) | / table: %s | %s |\n' \
+        "${tps[memory-hot-wait-on]}" "$(of memory-hot-wait-on select1-table-on)" \
+        "$(ratio "${tps[memory-hot-wait-on]}" "${tps[table-hot-on]}" 2)" "$(per_decision memory-hot-wait-on)"
 )"
 checkpoint_table="$(
     echo "| store | WAL one CHECKPOINT wrote | keys its pass carried | bytes per key carried |"

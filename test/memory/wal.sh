@@ -27,6 +27,8 @@
 #  - a checkpoint's pass carries no key whose window has ended;
 #  - a clean restart followed by kill -9 before the worker's first pass (made slow on purpose)
 #    keeps every key;
+#  - with ratelimit.memory_wal_commit_wait on, the deciding transaction waits for a synchronous
+#    standby before it commits; without it, it does not;
 #  - a standby with a smaller store counts the replayed keys it could not hold, and logs it;
 #  - a server with no worker slot for the WAL worker does not start, and its log says why.
 # Run as root from the repository root, with the extension installed (test/run.sh does both).
@@ -313,6 +315,32 @@ sed -i '/^ratelimit.memory_wal_first_pass_delay = 5000$/d' "$primary_dir/postgre
 cluster_server_start
 kept before_clean_restart \
     "a clean restart, then kill -9 before the worker's first pass: every key as it was, 0 forgiven"
+
+# ---- a transaction that waits for its decisions ----------------------------------------------------
+# With ratelimit.memory_wal_commit_wait on, the deciding transaction commits only once its
+# decisions' WAL is flushed and on the synchronous standbys: here a standby that never comes.
+sql "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
+sleep 0.5
+is "$(timeout 20 psql -X -A -t -q -c "SELECT allowed FROM ratelimit.consume('wait-off', 10, '1 hour', p_engine => 'memory')")" \
+    "t" "without ratelimit.memory_wal_commit_wait, a decision does not wait for a synchronous standby"
+PGOPTIONS='-c ratelimit.memory_wal_commit_wait=on' psql -X -A -t -q \
+    -c "SELECT allowed FROM ratelimit.consume('wait-on', 10, '1 hour', p_engine => 'memory')" \
+    >"$CLUSTER_DIR/commit_wait.out" 2>&1 &
+waiter=$!
+waiting=0
+for _ in $(seq 1 100); do
+    waiting="$(sql "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query LIKE '%wait-on%'")"
+    [ "$waiting" = 1 ] && break
+    sleep 0.1
+done
+is "$waiting" "1" "with it on, the deciding transaction waits for the synchronous standby before it commits"
+sql "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'" >/dev/null
+wait "$waiter" || true
+ok "$(grep -q 'canceling wait for synchronous replication' "$CLUSTER_DIR/commit_wait.out"; echo $?)" \
+    "and a cancel ends the wait as it ends a commit's"
+sql "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null
+sql "SELECT pg_reload_conf()" >/dev/null
 
 # ---- keys that have expired are not carried ----------------------------------------------------
 # A checkpoint's pass writes the keys whose state differs from a fresh key's: 2,000 keys whose

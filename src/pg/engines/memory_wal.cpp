@@ -31,6 +31,7 @@ extern "C" {
 #include "port/atomics.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/syncrep.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -91,6 +92,37 @@ void on_sigterm(int, siginfo_t* info, void*) {
         terminate_refused = 1;
     SetLatch(MyLatch);
     errno = saved_errno;
+}
+
+// The end of this backend's last decision record in the current transaction, for
+// ratelimit.memory_wal_commit_wait; invalid when there is none.
+XLogRecPtr decided_end = InvalidXLogRecPtr;
+bool commit_callback_registered = false;
+
+// Before the deciding transaction commits, with ratelimit.memory_wal_commit_wait on: its
+// decisions' records are flushed, and sent to synchronous standbys, as synchronous_commit asks
+// for a commit's. A decision has no transaction id, so its transaction's commit would not wait
+// for them by itself. Runs in a transaction callback: PostgreSQL code only.
+void wait_for_decisions(XactEvent event, void*) {
+    switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+        case XACT_EVENT_PARALLEL_PRE_COMMIT:
+            if (setting::memory_wal_commit_wait && !XLogRecPtrIsInvalid(decided_end) &&
+                synchronous_commit > SYNCHRONOUS_COMMIT_OFF) {
+                XLogFlush(decided_end);
+                SyncRepWaitForLSN(decided_end, true);
+            }
+            decided_end = InvalidXLogRecPtr;
+            break;
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+            decided_end = InvalidXLogRecPtr;
+            break;
+        default:
+            break;
+    }
 }
 
 // The worker's exit, however it comes (shutdown, an ERROR): the others see it gone.
@@ -268,6 +300,10 @@ void install_memory_wal() {
 bool memory_wal_logging() {
     if (!setting::memory_wal || RecoveryInProgress())
         return false;
+    if (setting::memory_wal_commit_wait && !commit_callback_registered) {
+        call_postgres([] { RegisterXactCallback(wait_for_decisions, nullptr); });
+        commit_callback_registered = true;
+    }
     // The worker gone (terminated, or failed) and not back yet: until it is, a checkpoint does
     // not wait for the keys, so say so, once per backend each time (it comes back within about
     // a second, and writes every key again).
@@ -364,8 +400,10 @@ void WalKeys::insert() noexcept {
     START_CRIT_SECTION();
     XLogBeginInsert();
     XLogRegisterData(record_buffer, static_cast<uint32>(used_));
-    (void)XLogInsert(kMemoryWalRmgrId, kind_);
+    const XLogRecPtr end = XLogInsert(kMemoryWalRmgrId, kind_);
     END_CRIT_SECTION();
+    if (kind_ == kWalStates)
+        decided_end = end;
     XactLastRecEnd = transaction_end;
     used_ = 1;
     count_ = 0;

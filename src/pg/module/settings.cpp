@@ -23,6 +23,7 @@ int memory_when_full = kWhenFullDeny;
 int memory_database_share = 100;
 bool memory_wal = false;
 int memory_wal_first_pass_delay = 0;
+bool memory_wal_commit_wait = false;
 
 int policy_counters = 4096;
 int policy_counters_database_share = 50;
@@ -91,6 +92,13 @@ void define_shared_memory_settings() {
         "keeps every decision made more than about wal_writer_delay before it, and a standby "
         "decides from the primary's counts.",
         &setting::memory_wal, false, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    DefineCustomBoolVariable(
+        "ratelimit.memory_wal_commit_wait",
+        "Makes a transaction that decided on the memory engine wait, before it commits, until "
+        "its decisions' WAL is flushed and on the synchronous standbys.",
+        "As synchronous_commit asks for a commit (off: no wait). Off by default: a decision's "
+        "record is flushed within about wal_writer_delay, as an asynchronous commit's.",
+        &setting::memory_wal_commit_wait, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
     // A developer option, as PostgreSQL's post_auth_delay: the tests make the window before the
     // WAL worker's first pass long enough to crash in it.
     DefineCustomIntVariable(
