@@ -304,6 +304,22 @@ class MemoryStore {
     // The most slots a partition has.
     std::uint32_t partition_slots() const noexcept;
 
+    // The slots `partition` has.
+    std::uint32_t slots_of(int partition) const noexcept;
+
+    // Calls `visit(const SavedSlot&)` for each key held in `partition`'s slots [from, from +
+    // count), in slot order. A key keeps its slot until it is freed, so a pass over a partition
+    // in runs, its lock released between runs, visits every key that stayed unchanged meanwhile.
+    template <typename Visit>
+    void for_each_in_slots(int partition, std::uint32_t from, std::uint32_t count,
+                           Visit&& visit) const {
+        SavedSlot saved;
+        for (std::uint32_t n = from; n < from + count; ++n) {
+            if (saved_slot(partition, n, saved))
+                visit(static_cast<const SavedSlot&>(saved));
+        }
+    }
+
     // The key's state in its saved form (SavedSlot) into `saved`; false when the key has no slot.
     // What the server writes to the WAL after a change to the key (ratelimit.memory_wal), and
     // restore()s when it replays it.
@@ -320,6 +336,8 @@ class MemoryStore {
 
     explicit MemoryStore(void* block) noexcept;
 
+    // The key in `partition`'s slot `n` in its saved form; false when the slot is free.
+    bool saved_slot(int partition, std::uint32_t n, SavedSlot& saved) const noexcept;
     // Writes the indexes of `partition`'s keys into `order`, least recently used first; returns
     // how many.
     std::uint32_t slots_oldest_first(int partition, std::uint32_t* order) const noexcept;

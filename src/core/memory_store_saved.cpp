@@ -16,6 +16,18 @@ std::uint32_t MemoryStore::partition_slots() const noexcept {
     return partitions_[0].count;
 }
 
+std::uint32_t MemoryStore::slots_of(int partition) const noexcept {
+    return partitions_[partition].count;
+}
+
+bool MemoryStore::saved_slot(int partition, std::uint32_t n, SavedSlot& saved) const noexcept {
+    const MemorySlot& slot = slots_[partitions_[partition].first + n];
+    if (slot.database == 0)
+        return false;
+    saved_form(slot, saved);
+    return true;
+}
+
 std::uint32_t MemoryStore::slots_oldest_first(int partition, std::uint32_t* order) const noexcept {
     const PartitionHeader& header = partitions_[partition];
     std::uint32_t held = 0;

@@ -324,6 +324,30 @@ TEST(MemoryStore, ManyKeysIntoASmallStoreNeverLoseAKeyUsedOften) {
     EXPECT_GT(totals.evictions, 200000 - kMinMemoryCapacity - 1);
 }
 
+// The WAL's pass goes over a partition in runs of slots, its lock released between runs: the
+// runs together visit each key once, with the state for_each_oldest_first gives.
+TEST(MemoryStore, RunsOfSlotsVisitEveryKeyOnce) {
+    Store store(kMemoryPartitions * 256);
+    const std::vector<std::string> keys = store.keys_in(0, 200);
+    const Limit limit = limit_of(Algorithm::kTokenBucket, 5, kMicrosPerMinute);
+    for (std::size_t i = 0; i < keys.size(); ++i)
+        store.decide(keys[i], limit, kStart, 1 + static_cast<std::int64_t>(i % 3));
+    std::map<std::uint64_t, std::int64_t> oldest_first;
+    store->for_each_oldest_first(
+        0, [&](const SavedSlot& saved) { oldest_first[saved.key.low] = saved.amount; });
+    std::map<std::uint64_t, std::int64_t> in_runs;
+    int visits = 0;
+    for (std::uint32_t from = 0; from < store->slots_of(0); from += 7) {
+        store->for_each_in_slots(0, from, std::min<std::uint32_t>(7, store->slots_of(0) - from),
+                                 [&](const SavedSlot& saved) {
+                                     in_runs[saved.key.low] = saved.amount;
+                                     ++visits;
+                                 });
+    }
+    EXPECT_EQ(visits, 200);
+    EXPECT_EQ(in_runs, oldest_first);
+}
+
 TEST(MemoryStore, ExpireFreesOnlyExpiredKeys) {
     Store store(kMinMemoryCapacity);
     const Limit second = limit_of(Algorithm::kTokenBucket, 10, 1000 * 1000);

@@ -665,24 +665,29 @@ void memory_replay(const SavedSlot& saved) {
 
 void memory_log_all() {
     MemoryStore store = MemoryStore::attach(store_block());
-    std::uint32_t* order = partition_order();
-    if (order == nullptr)
-        ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY),
-                        errmsg("ratelimit: out of memory for the memory engine's WAL pass")));
     WalKeys record(kWalSnapshot);
     // A key whose state has expired decides like a key never seen: replay without it decides
     // the same, so it is not carried.
     const Micros now = clock_now();
+    // A partition's lock is held for a run of this many slots at a time, so that a decision on
+    // it waits for one run at most, never for the whole pass.
+    constexpr std::uint32_t kRunSlots = 64;
     for (int p = 0; p < kMemoryPartitions; ++p) {
-        // Shared: no change to the partition's keys can come between a key's state read here
-        // and its record, so the WAL keeps each key's changes in order.
-        LWLockAcquire(partition_lock(p), LW_SHARED);
-        store.for_each_oldest_first(p, order, [&](const SavedSlot& saved) {
-            if (saved.expires_at > now)
-                record.add(saved);
-        });
-        record.insert();
-        LWLockRelease(partition_lock(p));
+        const std::uint32_t slots = store.slots_of(p);
+        for (std::uint32_t from = 0; from < slots; from += kRunSlots) {
+            // Shared: no change to the run's keys can come between a key's state read here and
+            // its record, so the WAL keeps each key's changes in order. A key changed between
+            // runs has a record of its own after the checkpoint's redo pointer, since the pass
+            // starts after it: the run that reads it later writes the same state again.
+            LWLockAcquire(partition_lock(p), LW_SHARED);
+            store.for_each_in_slots(p, from, std::min(kRunSlots, slots - from),
+                                    [&](const SavedSlot& saved) {
+                                        if (saved.expires_at > now)
+                                            record.add(saved);
+                                    });
+            record.insert();
+            LWLockRelease(partition_lock(p));
+        }
     }
 }
 
