@@ -1,4 +1,5 @@
-# TAP output for the shell test scripts (test/memory/, test/reliability/). Source this file.
+# TAP output for the shell test scripts (test/memory/, test/reliability/, test/security/). Source
+# this file.
 #
 #   ok STATUS DESCRIPTION        a check: STATUS 0 passes, anything else fails
 #   is GOT EXPECTED DESCRIPTION  a check that GOT equals EXPECTED, showing both when not

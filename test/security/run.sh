@@ -15,23 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/cluster.sh
+source scripts/tap.sh
 
 cluster_start "shared_preload_libraries = 'ratelimit'" "fsync = off" \
     "ratelimit.denial_queue_size = 16" >/dev/null
-
-tests=0
-failures=0
-is() {
-    tests=$((tests + 1))
-    if [ "$1" == "$2" ]; then
-        echo "ok $tests - $3"
-    else
-        failures=$((failures + 1))
-        echo "not ok $tests - $3"
-        echo "#   got:      $1"
-        echo "#   expected: $2"
-    fi
-}
 # q DATABASE SQL: one value.
 q() {
     psql -X -A -t -q -v ON_ERROR_STOP=1 -d "$1" -c "$2"
@@ -257,9 +244,9 @@ SQL
 is "$(q security_auth "SELECT count(*) FROM pg_constraint WHERE conname = 'rpc_rate_limits_user_id_fkey'")" "1" \
     "Supabase's (a schema auth a superuser owns) does"
 
-echo "1..$tests"
+echo "1..$checks"
 if [ "$failures" -gt 0 ]; then
-    echo "security: $failures of $tests failed"
+    echo "security: $failures of $checks failed"
     exit 1
 fi
-echo "security: all $tests passed"
+echo "security: all $checks passed"
