@@ -194,7 +194,7 @@ checkpoint_table="$(
             "$([ "$c" = live ] && echo "$checkpoint_keys_count live keys" ||
                 echo "$checkpoint_keys_count live + $checkpoint_keys_count expired keys")" \
             "$(awk -v b="${!bytes_var}" 'BEGIN { printf "%.1f", b / 1048576 }')" "${!keys_var}" \
-            "$(awk -v b="${!bytes_var}" -v k="${!keys_var}" 'BEGIN { printf "%.0f", k > 0 ? b / k : 0 }')"
+            "$(awk -v b="${!bytes_var}" -v k="${!keys_var}" 'BEGIN { printf "%.0f", (k > 0 ? b / k : 0) }')"
     done
 )"
 echo
