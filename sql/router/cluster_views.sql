@@ -1,9 +1,11 @@
 -- Cluster-wide views: each runs on every shard at once (RUN ON ALL) and returns every shard's
 -- rows, each with its shard (the address, port and database it answered from); policy_stats,
 -- top_offenders and cleanup_key_state add them up. A shard that cannot answer fails the call:
--- a view of part of the cluster would read as the whole.
+-- a view of part of the cluster would read as the whole. Columns are named, not s.*, so that a
+-- shard whose function has gained columns still answers the router's shape.
 
-CREATE FUNCTION ratelimit_router.memory_stats()
+-- @begin memory_stats
+CREATE OR REPLACE FUNCTION ratelimit_router.memory_stats()
 RETURNS TABLE(shard text, entries bigint, capacity bigint, shared_bytes bigint, evictions bigint,
               expired bigint, allowed bigint, denied bigint, refusals bigint, full_partitions bigint,
               log_blocks bigint, log_blocks_used bigint)
@@ -12,9 +14,12 @@ AS $$
     CLUSTER 'ratelimit_router';
     RUN ON ALL;
     SELECT pg_catalog.host(pg_catalog.inet_server_addr()) || ':' || pg_catalog.inet_server_port()
-               || '/' || pg_catalog.current_database() AS shard, s.*
+               || '/' || pg_catalog.current_database() AS shard,
+           s.entries, s.capacity, s.shared_bytes, s.evictions, s.expired, s.allowed, s.denied,
+           s.refusals, s.full_partitions, s.log_blocks, s.log_blocks_used
     FROM ratelimit.memory_stats() AS s;
 $$;
+-- @end memory_stats
 
 -- @begin shard_policy_stats
 CREATE FUNCTION ratelimit_router.shard_policy_stats()

@@ -13,6 +13,9 @@ DROP FUNCTION ratelimit_router.shard_policy_stats();
 
 -- @include sql/router/cluster_views.sql policy_stats
 
+-- memory_stats names the shards' columns it returns: ratelimit 0.7.0's memory_stats has more.
+-- @include sql/router/cluster_views.sql memory_stats
+
 -- A refund's cost above what one call could take is refused on the router, as refund refuses
 -- it on a shard (ratelimit 0.7.0 answers a consume or peek of such a cost with a denial).
 -- @include sql/router/native_calls.sql refund_arguments
