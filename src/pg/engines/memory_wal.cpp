@@ -166,6 +166,11 @@ void ignore_records_without_setting() {
                      "server where it is on, standbys included.")));
 }
 
+// The format a record says it is in (its first byte), -1 for an empty record.
+int record_format(const char* data, std::size_t length) {
+    return length < 1 ? -1 : static_cast<int>(static_cast<std::uint8_t>(data[0]));
+}
+
 void redo(XLogReaderState* record) {
     if (!setting::memory_wal) {
         ignore_records_without_setting();
@@ -173,12 +178,11 @@ void redo(XLogReaderState* record) {
     }
     const char* data = XLogRecGetData(record);
     const std::size_t length = XLogRecGetDataLen(record);
-    if (length < 1 || static_cast<std::uint8_t>(data[0]) != kWalFormat)
+    if (record_format(data, length) != kWalFormat)
         ereport(PANIC,
                 (errmsg("ratelimit: a memory engine WAL record of format %d, where this ratelimit "
                         "reads format %d",
-                        length < 1 ? -1 : static_cast<int>(static_cast<std::uint8_t>(data[0])),
-                        static_cast<int>(kWalFormat)),
+                        record_format(data, length), static_cast<int>(kWalFormat)),
                  errhint("Every server that replays this WAL (a standby, a server restored "
                          "from it) needs the ratelimit version of the server that wrote it.")));
     // Plain data: the startup process has no error recovery to unwind.
@@ -201,8 +205,8 @@ void describe(StringInfo buffer, XLogReaderState* record) {
     const char* data = XLogRecGetData(record);
     int keys = 0, forgotten = 0;
     SavedSlot fixed;
-    if (length < 1 || static_cast<std::uint8_t>(data[0]) != kWalFormat) {
-        appendStringInfo(buffer, "format %d", length < 1 ? -1 : static_cast<std::uint8_t>(data[0]));
+    if (record_format(data, length) != kWalFormat) {
+        appendStringInfo(buffer, "format %d", record_format(data, length));
         return;
     }
     for (std::size_t at = 1; at + kSavedSlotFixedBytes <= length;) {
@@ -308,11 +312,9 @@ bool memory_wal_logging() {
     // not wait for the keys, so say so, once per backend each time (it comes back within about
     // a second, and writes every key again).
     static std::uint64_t warned_at_starts = 0;
-    const WalState* state = wal_state();
-    if (state != nullptr &&
-        pg_atomic_read_u32(const_cast<pg_atomic_uint32*>(&state->worker_pid)) == 0) {
-        const std::uint64_t starts =
-            pg_atomic_read_u64(const_cast<pg_atomic_uint64*>(&state->worker_starts));
+    WalState* state = wal_state();
+    if (state != nullptr && pg_atomic_read_u32(&state->worker_pid) == 0) {
+        const std::uint64_t starts = pg_atomic_read_u64(&state->worker_starts);
         if (starts > 0 && starts != warned_at_starts) {
             warned_at_starts = starts;
             call_postgres([] {

@@ -39,7 +39,6 @@ extern "C" {
 #include "access/xlog.h"
 #include "catalog/dependency.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
