@@ -5,9 +5,12 @@
 # keys, consume_many of 100 keys, and, with the WAL on, the logged table engine on the hot key;
 # the WAL each memory decision writes, from pg_current_wal_insert_lsn() around a measured run.
 # 8 clients, one pass; with the WAL on, also the hot key with ratelimit.memory_wal_commit_wait on
-# (each transaction waits for its decision's flush). Then, on a server of its own with the setting on, the WAL one CHECKPOINT
-# writes (its pass over the store) with CHECKPOINT_KEYS live keys, and again once as many keys
-# whose windows have ended are added.
+# (each transaction waits for its decision's flush). Then, on a server of its own with the
+# setting on: the WAL one CHECKPOINT writes, the checkpoint file the worker writes for it, and
+# the CHECKPOINT's duration, with CHECKPOINT_KEYS live keys, and again once as many keys whose
+# windows have ended are added; then single calls' latency (median and p99, 8 clients over
+# 100,000 of the live keys) outside any checkpoint, and while CHECKPOINTs run back to back (the
+# store being saved most of the time).
 #
 # Run as root from the repository root:  bash bench/memory_wal.sh
 #   BENCH_SECONDS         measured seconds per case (default 5)
@@ -111,15 +114,34 @@ checkpoint_keys() {
         fi
     done
 }
-# checkpoint_wal: the WAL bytes one CHECKPOINT writes, and the SNAPSHOT records' keys.
+# checkpoint_wal: the WAL bytes one CHECKPOINT writes, the keys and bytes of the checkpoint file
+# its SAVED record describes (keys in the WAL's SNAPSHOT records instead, if any), and how long
+# the CHECKPOINT took in milliseconds.
 checkpoint_wal() {
-    local before after
+    local before after started
     before="$(psql -X -A -t -d "$database" -c "SELECT pg_current_wal_insert_lsn()")"
+    started="$(date +%s%N)"
     psql -X -q -d "$database" -c "CHECKPOINT"
+    echo "$((($(date +%s%N) - started) / 1000000))" >"$logs/checkpoint_ms"
     after="$(psql -X -A -t -d "$database" -c "SELECT pg_current_wal_flush_lsn()")"
     psql -X -A -t -F ' ' -d "$database" -c "SELECT pg_wal_lsn_diff('$after', '$before'),
         (SELECT coalesce(sum(substring(description FROM 'keys ([0-9]+)')::bigint), 0)
-         FROM pg_get_wal_records_info('$before', '$after') WHERE record_type = 'SNAPSHOT')"
+         FROM pg_get_wal_records_info('$before', '$after') WHERE record_type IN ('SAVED', 'SNAPSHOT')),
+        (SELECT coalesce(sum(substring(description FROM 'bytes ([0-9]+)')::bigint), 0)
+         FROM pg_get_wal_records_info('$before', '$after') WHERE record_type = 'SAVED'),
+        $(cat "$logs/checkpoint_ms")"
+}
+# latency NAME: single calls, 8 clients over 100,000 of the live keys, for BENCH_SECONDS; each
+# call's latency logged by pgbench; "MEDIAN P99 CALLS" in microseconds to latency_of[NAME].
+declare -A latency_of
+latency() {
+    local name="$1"
+    rm -f "$logs/$name".*
+    pgbench -n -M prepared -h "$pg_host" -c "$clients" -j "$jobs" -T "$seconds" -l \
+        --log-prefix="$logs/$name" -D keys=100000 -D limit=1000 -D "period=365 days" \
+        -D engine=memory -f bench/memory_wal/consume_live.sql "$database" >"$logs/$name.out" 2>&1
+    latency_of[$name]="$(cat "$logs/$name".[0-9]* | awk '{ print $3 }' | sort -n |
+        awk '{ v[NR] = $1 } END { printf "%d %d %d", v[int(NR * 0.5) + 1], v[int(NR * 0.99) + 1], NR }')"
 }
 # The pass over CHECKPOINT_KEYS live keys, then with as many expired ones beside them.
 checkpoint_pass() {
@@ -133,10 +155,27 @@ checkpoint_pass() {
         -c "CREATE EXTENSION pg_walinspect" >/dev/null
     echo "memory_wal: a CHECKPOINT with $checkpoint_keys_count live keys"
     checkpoint_keys live- "365 days"
-    read -r checkpoint_live_bytes checkpoint_live_keys <<<"$(checkpoint_wal)"
+    read -r checkpoint_live_bytes checkpoint_live_keys checkpoint_live_file checkpoint_live_ms \
+        <<<"$(checkpoint_wal)"
     echo "memory_wal: and with $checkpoint_keys_count expired keys beside them"
     checkpoint_keys expired- "1 second" "2020-01-01T00:00:00+00"
-    read -r checkpoint_both_bytes checkpoint_both_keys <<<"$(checkpoint_wal)"
+    read -r checkpoint_both_bytes checkpoint_both_keys checkpoint_both_file checkpoint_both_ms \
+        <<<"$(checkpoint_wal)"
+    echo "memory_wal: single calls' latency outside a checkpoint, then during back-to-back CHECKPOINTs"
+    latency outside
+    (
+        # CHECKPOINTs back to back for the measured run; the share of it they took is kept.
+        busy=0 ended=$(($(date +%s%N) + seconds * 1000000000))
+        while [ "$(date +%s%N)" -lt "$ended" ]; do
+            begun="$(date +%s%N)"
+            psql -X -q -d "$database" -c "CHECKPOINT"
+            busy=$((busy + $(date +%s%N) - begun))
+        done
+        echo $((busy / (seconds * 10000000))) >"$logs/checkpoint_share"
+    ) &
+    checkpoints=$!
+    latency during
+    wait "$checkpoints"
     psql -X -q -c "DROP DATABASE $database" >/dev/null
     cluster_stop
 }
@@ -186,21 +225,37 @@ table="$(
         "$(ratio "${tps[memory-hot-wait-on]}" "${tps[table-hot-on]}" 2)" "$(per_decision memory-hot-wait-on)"
 )"
 checkpoint_table="$(
-    echo "| store | WAL one CHECKPOINT wrote | keys its pass carried | bytes per key carried |"
-    echo "|---|---:|---:|---:|"
+    echo "| store | WAL one CHECKPOINT wrote | keys in the checkpoint file | the file | bytes per key | the CHECKPOINT took |"
+    echo "|---|---:|---:|---:|---:|---:|"
     for c in live both; do
         bytes_var="checkpoint_${c}_bytes" keys_var="checkpoint_${c}_keys"
-        printf '| %s | %s MB | %s | %s |\n' \
+        file_var="checkpoint_${c}_file" ms_var="checkpoint_${c}_ms"
+        printf '| %s | %s bytes | %s | %s MB | %s | %s ms |\n' \
             "$([ "$c" = live ] && echo "$checkpoint_keys_count live keys" ||
                 echo "$checkpoint_keys_count live + $checkpoint_keys_count expired keys")" \
-            "$(awk -v b="${!bytes_var}" 'BEGIN { printf "%.1f", b / 1048576 }')" "${!keys_var}" \
-            "$(awk -v b="${!bytes_var}" -v k="${!keys_var}" 'BEGIN { printf "%.0f", (k > 0 ? b / k : 0) }')"
+            "${!bytes_var}" "${!keys_var}" \
+            "$(awk -v b="${!file_var}" 'BEGIN { printf "%.1f", b / 1048576 }')" \
+            "$(awk -v b="${!file_var}" -v k="${!keys_var}" 'BEGIN { printf "%.0f", (k > 0 ? b / k : 0) }')" \
+            "${!ms_var}"
+    done
+)"
+latency_table="$(
+    echo "| single calls (8 clients, 100,000 live keys) | calls | median | p99 |"
+    echo "|---|---:|---:|---:|"
+    for c in outside during; do
+        read -r median p99 calls <<<"${latency_of[$c]}"
+        printf '| %s | %s | %s µs | %s µs |\n' \
+            "$([ "$c" = outside ] && echo "outside any checkpoint" ||
+                echo "CHECKPOINTs back to back (running $(cat "$logs/checkpoint_share")% of the time)")" \
+            "$calls" "$median" "$p99"
     done
 )"
 echo
 echo "$table"
 echo
 echo "$checkpoint_table"
+echo
+echo "$latency_table"
 mkdir -p bench/results
 {
     echo "# Memory engine with and without ratelimit.memory_wal"
@@ -220,12 +275,18 @@ mkdir -p bench/results
     echo
     echo "$table"
     echo
-    echo "One CHECKPOINT's pass, on a server of its own (ratelimit.memory_wal = on,"
+    echo "One CHECKPOINT, on a server of its own (ratelimit.memory_wal = on,"
     echo "memory_capacity = $((checkpoint_keys_count * 2 + 200000))): the WAL between"
-    echo "pg_current_wal_insert_lsn() before it and pg_current_wal_flush_lsn() after it, and the keys"
-    echo "the SNAPSHOT records hold (pg_walinspect). The expired keys were made under a test clock"
-    echo "in 2020, with one-second windows."
+    echo "pg_current_wal_insert_lsn() before it and pg_current_wal_flush_lsn() after it, the keys and"
+    echo "bytes of the checkpoint file its SAVED record describes (pg_walinspect), and the time the"
+    echo "CHECKPOINT command took. The expired keys were made under a test clock in 2020, with"
+    echo "one-second windows."
     echo
     echo "$checkpoint_table"
+    echo
+    echo "Single calls on that server (2M keys in the store), each call's latency from pgbench -l:"
+    echo "${seconds}s with no checkpoint, then ${seconds}s while CHECKPOINTs run back to back."
+    echo
+    echo "$latency_table"
 } >bench/results/memory_wal.md
 echo "memory_wal: written to bench/results/memory_wal.md"

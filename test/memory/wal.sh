@@ -2,30 +2,35 @@
 # The memory engine in the WAL (ratelimit.memory_wal = on), on clusters of its own: crashes,
 # checkpoints, a streaming standby and a failover. TAP output; exits non-zero if any check fails.
 #  - the setting needs the library preloaded, and cannot change while the server runs;
-#  - kill -9 of the postmaster a second after the last decision forgives nothing: every key on
+#  - kill -9 of the postmaster once the WAL writer has flushed the last decision (by itself: the
+#    time it took is printed) forgives nothing: every key on
 #    every algorithm (consume, refund, consume_many, consume_all, a policy's check) as it was,
 #    a block still in force, a reset key still fresh; also right after a CHECKPOINT (the
-#    keys' states are then only in the records written after its redo pointer), after decisions
-#    that follow one, and again right after the restart;
+#    keys' states are then in the checkpoint file the worker wrote after its redo pointer), after
+#    decisions that follow one, and again right after the restart;
 #  - kill -9 under load (8 clients, a CHECKPOINT among them): the replayed count is at most what
 #    the clients were answered (plus one unanswered call per client) and at least that minus one
 #    second of their calls (the WAL writer flushes every wal_writer_delay, 200 ms); the number
 #    forgiven is printed as a comment;
 #  - the records in the WAL: pg_walinspect names the resource manager "ratelimit" and the
-#    records STATES (one per decision) and SNAPSHOT (after a checkpoint); pg_waldump, which
+#    records STATES (one per decision) and SAVED (after a checkpoint); pg_waldump, which
 #    cannot load the extension, shows them as custom209; the bytes per decision are printed;
+#  - a CHECKPOINT with 20,000 live keys writes them to the checkpoint file, not to the WAL: its
+#    WAL is a few hundred bytes; with the file unwritable, the worker removes the old file and
+#    writes the keys to the WAL instead (SNAPSHOT), and kill -9 then keeps every key;
 #  - the pgTAP files that use the memory engine pass with it on;
 #  - a hot standby made by pg_basebackup -R replays the keys: its peeks equal the primary's,
-#    also after it restarts while the primary decides; its own decisions are not logged, and
-#    the primary's next record of a key replaces them;
+#    also after it restarts while the primary decides, and after kill -9 of it following a
+#    restartpoint (its own checkpoint file); its own decisions are not logged, and the primary's
+#    next record of a key replaces them;
 #  - a failover (the primary stopped with -m immediate, the standby promoted) keeps every key;
 #    the promoted server logs its own decisions, which a crash of it keeps;
 #  - a server that replays the records with the setting off ignores them, and logs it;
 #  - the worker stays for pg_terminate_backend and pg_cancel_backend (a CHECKPOINT and kill -9
 #    after them forgive nothing), memory_stats and metrics() say it runs, and kill -9 of the
 #    worker alone restarts the server with every key;
-#  - a checkpoint's pass carries no key whose window has ended;
-#  - a clean restart followed by kill -9 before the worker's first pass (made slow on purpose)
+#  - a checkpoint's file carries no key whose window has ended;
+#  - a clean restart followed by kill -9 before the worker's first save (made slow on purpose)
 #    keeps every key;
 #  - with ratelimit.memory_wal_commit_wait on, the deciding transaction waits for a synchronous
 #    standby before it commits; without it, it does not;
@@ -56,6 +61,19 @@ crash() {
             sleep 0.1
         done
     done
+}
+# flushed: waits (up to 60 s) until the WAL writer has flushed the WAL inserted so far, as it
+# does by itself within about wal_writer_delay (a page header's bytes may follow the last record);
+# prints how long that took.
+flushed() {
+    local target started
+    target="$(sql 'SELECT pg_current_wal_insert_lsn()')"
+    started="$(now_ms)"
+    for _ in $(seq 1 600); do
+        [ "$(sql "SELECT pg_wal_lsn_diff('$target', pg_current_wal_flush_lsn()) <= 40")" = t ] && break
+        sleep 0.1
+    done
+    echo "# the WAL writer had flushed the last decision's record $(($(now_ms) - started)) ms later"
 }
 # wal_worker DATA-DIRECTORY: "running" once the server's WAL worker runs (up to 5 s).
 wal_worker() {
@@ -169,11 +187,11 @@ is "$(sql "SELECT string_agg(key || '=' || left(allowed::text, 1) || '/' || rema
            FROM wal_test.before_crash WHERE key NOT LIKE 'many-%' OR key = 'many-1'")" \
     "all-a=t/18 all-b=t/18 blocked=f/0 full-fixed_window=f/0 full-gcra=f/0 full-rolling_window=f/0 full-sliding_window=f/0 full-sliding_window_counter=f/0 full-token_bucket=f/0 many-1=t/18 part-fixed_window=t/17 part-gcra=t/17 part-rolling_window=t/17 part-sliding_window=t/17 part-sliding_window_counter=t/17 part-token_bucket=t/17 policy:alice=t/17 policy:bob=t/20 refunded=t/17 reset=t/20" \
     "the keys before the crash: spent on every algorithm and by every kind of call, blocked, reset"
-sleep 1
+flushed
 crash "$primary_dir"
 cluster_server_start
 kept before_crash \
-    "kill -9 a second after the last decision: every key as it was, 0 units forgiven"
+    "kill -9 once the last decision is flushed: every key as it was, 0 units forgiven"
 is "$(sql "SELECT allowed, retry_after_ms > 20 * 3600 * 1000
            FROM ratelimit.consume('blocked', 20, '30 days', p_engine => 'memory')")" "f t" \
     "the block is still in force, for the rest of its day"
@@ -184,7 +202,7 @@ ok "$(grep -q 'the server did not stop cleanly: the memory engine is rebuilt fro
 
 # ---- crashes right after a CHECKPOINT ------------------------------------------------------------
 # Recovery starts at the checkpoint's redo pointer: the keys' own records are before it, so the
-# states come from the records the worker wrote after it.
+# states come from the checkpoint file the worker wrote after it.
 round
 remember before_checkpoint_crash
 sql "CHECKPOINT"
@@ -197,7 +215,7 @@ round
 spend 4 "t.key = 'reset'"
 sql "SELECT ratelimit.reset('reset', 'memory')" >/dev/null
 remember after_checkpoint
-sleep 1
+flushed
 crash "$primary_dir"
 cluster_server_start
 kept after_checkpoint \
@@ -241,12 +259,12 @@ stored() {
 bench quiet- 8 2
 wait $! || true
 calls="$(answered quiet-)"
-sleep 1
+flushed
 crash "$primary_dir"
 cluster_server_start
 units="$(stored quiet-)"
-is "$units" "$calls" "8 clients for 2 s, then kill -9 a second later: every call counted"
-echo "# forgiven $((calls - units)) of $calls (kill -9 a second after the load)"
+is "$units" "$calls" "8 clients for 2 s, then kill -9 once flushed: every call counted"
+echo "# forgiven $((calls - units)) of $calls (kill -9 once the load's WAL was flushed)"
 
 remember before_load
 bench load- 8 30
@@ -302,19 +320,20 @@ done
 kept before_worker_killed "kill -9 of the worker alone: the server restarts, every key as it was"
 is "$(wal_worker "$primary_dir")" "running" "and the worker runs again"
 
-# ---- a clean restart, then a crash before the worker's first pass --------------------------------
-# After a clean stop the keys are in no WAL after the shutdown checkpoint until the worker's first
-# pass: the saved file stays until then. The pass is made to wait 5 s, and the crash comes in it.
+# ---- a clean restart, then a crash before the worker's first save -------------------------------
+# After a clean stop the keys are in no WAL after the shutdown checkpoint: the file the stop saved
+# is the store recovery starts from. The worker's first save is made to wait 5 s, and the crash
+# comes in it.
 round
 remember before_clean_restart
 cluster_server_stop
-echo "ratelimit.memory_wal_first_pass_delay = 5000" >>"$primary_dir/postgresql.conf"
+echo "ratelimit.memory_wal_first_save_delay = 5000" >>"$primary_dir/postgresql.conf"
 cluster_server_start
 crash "$primary_dir"
-sed -i '/^ratelimit.memory_wal_first_pass_delay = 5000$/d' "$primary_dir/postgresql.conf"
+sed -i '/^ratelimit.memory_wal_first_save_delay = 5000$/d' "$primary_dir/postgresql.conf"
 cluster_server_start
 kept before_clean_restart \
-    "a clean restart, then kill -9 before the worker's first pass: every key as it was, 0 forgiven"
+    "a clean restart, then kill -9 before the worker's first save: every key as it was, 0 forgiven"
 
 # ---- a transaction that waits for its decisions ----------------------------------------------------
 # With ratelimit.memory_wal_commit_wait on, the deciding transaction commits only once its
@@ -343,17 +362,19 @@ sql "ALTER SYSTEM RESET synchronous_standby_names" >/dev/null
 sql "SELECT pg_reload_conf()" >/dev/null
 
 # ---- keys that have expired are not carried ----------------------------------------------------
-# A checkpoint's pass writes the keys whose state differs from a fresh key's: 2,000 keys whose
+# A checkpoint's file holds the keys whose state differs from a fresh key's: 2,000 keys whose
 # one-second windows have ended add nothing to it.
 sql "CREATE EXTENSION IF NOT EXISTS pg_walinspect"
-# carried: the keys the SNAPSHOT records of one CHECKPOINT hold.
+# carried [TYPE]: the keys the records of TYPE (SAVED: the checkpoint file) of one CHECKPOINT
+# hold; the CHECKPOINT's WAL in bytes goes to $CLUSTER_DIR/checkpoint_wal.
 carried() {
     local from to
     from="$(sql 'SELECT pg_current_wal_insert_lsn()')"
     sql "CHECKPOINT"
     to="$(sql 'SELECT pg_current_wal_insert_lsn()')"
+    sql "SELECT pg_wal_lsn_diff('$to', '$from')" >"$CLUSTER_DIR/checkpoint_wal"
     sql "SELECT coalesce(sum(substring(description FROM 'keys ([0-9]+)')::integer), 0)
-         FROM pg_get_wal_records_info('$from', '$to') WHERE record_type = 'SNAPSHOT'"
+         FROM pg_get_wal_records_info('$from', '$to') WHERE record_type = '${1:-SAVED}'"
 }
 # A first CHECKPOINT waits for any pass already under way (the restart's): the next is the baseline.
 carried >/dev/null
@@ -363,7 +384,34 @@ sql "SELECT count(*) FROM generate_series(1, 2000) AS g,
 sleep 1.5
 carried_after="$(carried)"
 is "$carried_after" "$carried_before" \
-    "a checkpoint's pass carries the same $carried_before live keys, not the 2000 whose windows ended"
+    "a checkpoint's file carries the same $carried_before live keys, not the 2000 whose windows ended"
+
+# ---- live keys cost the WAL nothing at a checkpoint ---------------------------------------------
+sql "SELECT count(*) FROM generate_series(1, 20000) AS g,
+            LATERAL ratelimit.consume('idle-' || g, 5, '30 days', p_engine => 'memory') AS d" >/dev/null
+carried >/dev/null
+idle_carried="$(carried)"
+idle_wal="$(cat "$CLUSTER_DIR/checkpoint_wal")"
+ok "$([ "$idle_carried" -ge 20000 ] && [ "$idle_wal" -lt 4096 ] && echo 0 || echo 1)" \
+    "a CHECKPOINT with $idle_carried live keys: in the checkpoint file, and $idle_wal bytes of WAL (under 4 kB)"
+is "$(carried SNAPSHOT)" "0" "and no key in the WAL's SNAPSHOT records"
+
+# The file cannot be written (a directory in the temp file's place): the old file goes, and the
+# keys go to the WAL after the redo pointer instead.
+mkdir "$primary_dir/pg_stat/ratelimit_memory.checkpoint.tmp"
+round
+remember before_unwritable
+fallback_keys="$(carried SNAPSHOT)"
+ok "$([ "$fallback_keys" -ge 20000 ] && echo 0 || echo 1)" \
+    "the file unwritable: a CHECKPOINT writes the $fallback_keys live keys to the WAL (SNAPSHOT)"
+ok "$([ ! -e "$primary_dir/pg_stat/ratelimit_memory.checkpoint" ] && echo 0 || echo 1)" \
+    "and the older checkpoint file is removed"
+crash "$primary_dir"
+rmdir "$primary_dir/pg_stat/ratelimit_memory.checkpoint.tmp"
+cluster_server_start
+kept before_unwritable "kill -9 after that CHECKPOINT: every key as it was, 0 units forgiven"
+ok "$([ -e "$primary_dir/pg_stat/ratelimit_memory.checkpoint" ] && echo 0 || echo 1)" \
+    "once it can be written again, the worker writes the checkpoint file"
 
 # ---- the records in the WAL -----------------------------------------------------------------------
 start_lsn="$(sql 'SELECT pg_current_wal_insert_lsn()')"
@@ -377,16 +425,15 @@ records="SELECT * FROM pg_get_wal_records_info('$start_lsn', '$end_lsn')"
 is "$(sql "SELECT record_type, count(*) FROM ($records) AS r WHERE resource_manager = 'ratelimit'
            AND record_type = 'STATES' GROUP BY 1")" "STATES 100" \
     "pg_walinspect: resource manager ratelimit, one STATES record per decision"
-ok "$([ "$(sql "SELECT count(*) FROM ($records) AS r WHERE resource_manager = 'ratelimit'
-               AND record_type = 'SNAPSHOT'")" -gt 0 ] && echo 0 || echo 1)" \
-    "and SNAPSHOT records after the CHECKPOINT"
+is "$(sql "SELECT string_agg(record_type, ' ') FROM ($records) AS r
+           WHERE resource_manager = 'ratelimit' AND record_type <> 'STATES'")" "SAVED" \
+    "and one SAVED record after the CHECKPOINT"
 echo "# WAL per decision: $(sql "SELECT round(avg(record_length)) || ' bytes a STATES record of one key (' ||
        min(description) || '); ' || round(pg_wal_lsn_diff('$decided_lsn', '$start_lsn') / 100) ||
        ' bytes of WAL per decision in all'
        FROM ($records) AS r WHERE record_type = 'STATES'")"
-echo "# SNAPSHOT: $(sql "SELECT count(*) || ' records, ' || sum(record_length) || ' bytes for ' ||
-       sum(substring(description FROM 'keys ([0-9]+)')::integer) || ' keys'
-       FROM ($records) AS r WHERE record_type = 'SNAPSHOT'")"
+echo "# SAVED: $(sql "SELECT record_length || ' bytes of WAL for a checkpoint file of ' || description
+       FROM ($records) AS r WHERE record_type = 'SAVED'")"
 ratelimit_records="$(sql "SELECT count(*) FROM ($records) AS r WHERE resource_manager = 'ratelimit'")"
 # The first segment is named: found by itself, pg_waldump takes the segment size from whichever
 # file the directory lists first, and a segment made ahead of use (none is recycled while the WAL
@@ -457,7 +504,7 @@ is "$(standby_sql 'SHOW ratelimit.memory_wal')" "on" "with ratelimit.memory_wal 
 remember before_standby
 replayed >/dev/null
 PGPORT=$standby_port kept before_standby \
-    "the standby's peeks equal the primary's: every key replayed from the base backup's WAL"
+    "the standby's peeks equal the primary's: every key from the base backup (its checkpoint file and WAL)"
 round
 remember standby_follows
 replayed >/dev/null
@@ -493,6 +540,18 @@ remember after_standby_restart
 replayed >/dev/null
 PGPORT=$standby_port kept after_standby_restart \
     "a standby restarted while the primary decides catches up: its peeks equal the primary's"
+
+# The standby's restartpoint moves its redo pointer past the keys' records: kill -9 of it then
+# rebuilds its store from its own checkpoint file, written when it replayed the primary's SAVED.
+remember before_restartpoint
+sql "CHECKPOINT"
+replayed >/dev/null
+standby_sql "CHECKPOINT"
+crash "$standby_dir"
+standby_server_start
+replayed >/dev/null
+PGPORT=$standby_port kept before_restartpoint \
+    "a CHECKPOINT, the standby's restartpoint, kill -9 of the standby: its peeks equal the primary's"
 
 # A standby with a smaller store than the primary's says so, and counts the keys it cannot hold.
 small_dir="$CLUSTER_DIR/small_standby"
@@ -561,7 +620,7 @@ standby_server_start
 PGPORT=$standby_port kept before_failover "kill -9 of the promoted server right after: every key as it was"
 PGPORT=$standby_port round
 PGPORT=$standby_port remember after_promotion
-sleep 1
+PGPORT=$standby_port flushed
 crash "$standby_dir"
 standby_server_start
 PGPORT=$standby_port kept after_promotion \
@@ -569,7 +628,7 @@ PGPORT=$standby_port kept after_promotion \
 
 # A server that replays the records with the setting off ignores them, and says so.
 PGPORT=$standby_port sql "SELECT ratelimit.consume('replayed-off', 20, '30 days', 5, 'fixed_window', 'memory')" >/dev/null
-sleep 1
+PGPORT=$standby_port flushed
 crash "$standby_dir"
 echo "ratelimit.memory_wal = off" >>"$standby_dir/postgresql.conf"
 standby_server_start

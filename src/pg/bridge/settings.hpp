@@ -27,7 +27,7 @@ extern int memory_snapshot_interval;
 extern int memory_when_full;  // a WhenFull
 extern int memory_database_share;
 extern bool memory_wal;  // pg/engines/memory_wal.cpp
-extern int memory_wal_first_pass_delay;
+extern int memory_wal_first_save_delay;
 extern bool memory_wal_commit_wait;
 
 extern int

@@ -109,7 +109,10 @@ void save_at_shutdown(int code, Datum) {
     // decides.
     if (code != 0 || shared == nullptr || !stopped_cleanly())
         return;
-    memory_save();
+    // A logged store's older checkpoint file would otherwise be loaded at the next start, with
+    // no WAL after the shutdown checkpoint to bring it up to date.
+    if (!memory_save(setting::memory_wal) && setting::memory_wal)
+        forget_checkpoint_store_file();
 }
 
 // Lays out an empty store, in the postmaster, under the region's setup lock.
@@ -619,7 +622,47 @@ std::uint32_t* partition_order() {
 
 }  // namespace
 
-bool memory_save(bool recovered) {
+// A partition's lock is held for a run of this many slots at a time by the passes over the
+// whole store that run beside backends (the checkpoint file, the WAL's SNAPSHOT records).
+constexpr std::uint32_t kRunSlots = 64;
+
+namespace {
+
+// One run's keys in their saved form, copied under the partition's lock and written to the file
+// once it is released, so that no decision waits for the file. Plain data.
+char run_buffer[kRunSlots * (kSavedSlotFixedBytes + kMaxSlidingLog * sizeof(LogEntry))];
+
+// The checkpoint file in runs of slots; keys that have expired decide like no key, and are
+// left out.
+void save_in_runs(MemoryStore& store, StoreFileWriter* writer) {
+    const Micros now = clock_now();
+    for (int p = 0; p < kMemoryPartitions && writer->written; ++p) {
+        const std::uint32_t slots = store.slots_of(p);
+        for (std::uint32_t from = 0; from < slots && writer->written; from += kRunSlots) {
+            std::size_t used = 0;
+            std::int64_t keys = 0;
+            LWLockAcquire(partition_lock(p), LW_SHARED);
+            store.for_each_in_slots(p, from, std::min(kRunSlots, slots - from),
+                                    [&](const SavedSlot& saved) {
+                                        if (saved.expires_at <= now)
+                                            return;
+                                        const std::size_t bytes =
+                                            kSavedSlotFixedBytes +
+                                            static_cast<std::size_t>(saved.log_count) *
+                                                sizeof(LogEntry);
+                                        std::memcpy(run_buffer + used, &saved, bytes);
+                                        used += bytes;
+                                        ++keys;
+                                    });
+            LWLockRelease(partition_lock(p));
+            write_store_file_keys(writer, run_buffer, used, keys);
+        }
+    }
+}
+
+}  // namespace
+
+bool memory_save(bool checkpoint, StoreSaved* saved) {
     MemoryStore store = MemoryStore::attach(store_block());
     std::uint32_t* order = partition_order();
     if (order == nullptr) {
@@ -627,18 +670,26 @@ bool memory_save(bool recovered) {
         return false;
     }
     StoreFileWriter writer;
-    if (!begin_store_file(&writer, store.secret(), recovered))
+    if (!begin_store_file(&writer, store.secret(), checkpoint))
         return false;
     // The postmaster saves after every other process has exited, and has no PGPROC to wait
     // on a lock with; the worker saves while backends run and must lock.
     const bool lock = IsUnderPostmaster;
-    for (int p = 0; p < kMemoryPartitions && writer.written; ++p) {
-        if (lock)
-            LWLockAcquire(partition_lock(p), LW_SHARED);
-        store.for_each_oldest_first(
-            p, order, [&](const SavedSlot& saved) { write_store_file_slot(&writer, saved); });
-        if (lock)
-            LWLockRelease(partition_lock(p));
+    if (checkpoint && lock) {
+        save_in_runs(store, &writer);
+    } else {
+        for (int p = 0; p < kMemoryPartitions && writer.written; ++p) {
+            if (lock)
+                LWLockAcquire(partition_lock(p), LW_SHARED);
+            store.for_each_oldest_first(
+                p, order, [&](const SavedSlot& slot) { write_store_file_slot(&writer, slot); });
+            if (lock)
+                LWLockRelease(partition_lock(p));
+        }
+    }
+    if (saved != nullptr) {
+        saved->keys = writer.count;
+        saved->bytes = writer.bytes;
     }
     return finish_store_file(&writer);
 }
@@ -669,9 +720,8 @@ void memory_log_all() {
     // A key whose state has expired decides like a key never seen: replay without it decides
     // the same, so it is not carried.
     const Micros now = clock_now();
-    // A partition's lock is held for a run of this many slots at a time, so that a decision on
-    // it waits for one run at most, never for the whole pass.
-    constexpr std::uint32_t kRunSlots = 64;
+    // A partition's lock is held for a run of slots at a time, so that a decision on it waits
+    // for one run at most, never for the whole pass.
     for (int p = 0; p < kMemoryPartitions; ++p) {
         const std::uint32_t slots = store.slots_of(p);
         for (std::uint32_t from = 0; from < slots; from += kRunSlots) {
@@ -696,7 +746,8 @@ int memory_expire_interval_seconds() {
 }
 
 int memory_snapshot_interval_seconds() {
-    return setting::memory_snapshot_interval;
+    // A logged store has its checkpoint file instead: a snapshot would add nothing.
+    return setting::memory_wal ? 0 : setting::memory_snapshot_interval;
 }
 
 }  // namespace ratelimit::pg

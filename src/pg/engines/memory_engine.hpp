@@ -83,13 +83,21 @@ void memory_replay(const SavedSlot& saved);
 // Writes every key's state to the WAL (SNAPSHOT records), partition by partition.
 void memory_log_all();
 
+// What memory_save() wrote.
+struct StoreSaved {
+    std::int64_t keys = 0;
+    std::int64_t bytes = 0;
+};
+
 // Frees every expired slot; returns how many.
 std::int64_t memory_expire_all(Micros now);
 
 // Writes the store to its file (temp file, then durable_rename); false, with a LOG message,
-// when it could not. `recovered`: to the file of the store as crash recovery left it
-// (ratelimit.memory_wal; see memory_store_file.hpp).
-bool memory_save(bool recovered = false);
+// when it could not. `checkpoint`: to the logged store's checkpoint file (ratelimit.memory_wal;
+// see memory_store_file.hpp), leaving out the keys that have expired, and, in a process that
+// runs beside backends, holding a partition's lock for a run of slots at a time, so that a
+// decision waits for one run at most. `saved`, when given, gets what was written.
+bool memory_save(bool checkpoint = false, StoreSaved* saved = nullptr);
 
 // The worker's settings, in seconds (0 = never).
 int memory_expire_interval_seconds();

@@ -9,6 +9,11 @@
 // otherwise the file is deleted once loaded and a crash starts empty. Each server has its own
 // store: a file that came with a base backup (a new standby, a restore) is not loaded.
 //
+// With ratelimit.memory_wal on, the store has a file of its own instead, the checkpoint file:
+// the store as of the last checkpoint, from which recovery replays the WAL after it
+// (pg/engines/memory_wal.hpp). It is loaded at every start, clean or not, and kept; one that
+// came with a base backup is loaded too, since it is the store as of the backup's checkpoint.
+//
 // The file is written and read by the postmaster (at shutdown, at start) and by the worker (the
 // snapshots), which have no error recovery to unwind into: the code here creates no C++ object
 // with a destructor, calls PostgreSQL directly and reports a problem with the file as a LOG
@@ -36,10 +41,11 @@ namespace {
 
 constexpr const char* kStateFile = "pg_stat/ratelimit_memory.state";
 constexpr const char* kStateTempFile = "pg_stat/ratelimit_memory.state.tmp";
-// ratelimit.memory_wal: the store as crash recovery left it, written at the end of redo, before
-// the end-of-recovery checkpoint (pg/engines/memory_wal.hpp).
+// ratelimit.memory_wal: the store as of the last checkpoint (pg/engines/memory_wal.hpp).
+constexpr const char* kCheckpointFile = "pg_stat/ratelimit_memory.checkpoint";
+constexpr const char* kCheckpointTempFile = "pg_stat/ratelimit_memory.checkpoint.tmp";
+// The file of an earlier version of the logged store, kept only until its first pass.
 constexpr const char* kRecoveredFile = "pg_stat/ratelimit_memory.recovered";
-constexpr const char* kRecoveredTempFile = "pg_stat/ratelimit_memory.recovered.tmp";
 constexpr std::uint32_t kFileMagic = 0x524C4D53;  // "RLMS"
 // 2: each key records its database, and a sliding_window log of any length follows its key
 // (version 1 kept at most 6 entries inside the key's fixed record). A version 1 file is
@@ -114,42 +120,40 @@ void read_store_file(const char* path, void* block, std::int64_t log_blocks, boo
 // snapshot, and it is used only while snapshots are on: one left from when they were on must
 // not bring back old counts.
 void load_store_file(void* block, std::int64_t log_blocks) {
+    unlink(kRecoveredFile);
+    if (setting::memory_wal) {
+        // The logged store starts from the checkpoint file, whatever the last stop was (recovery
+        // then replays the WAL after that checkpoint onto it). One that came with a base backup
+        // was written for the backup's checkpoint or a later one, so it is the store the
+        // backup's WAL continues. A file saved with the setting off hashed keys with a key of
+        // its own: it cannot be used.
+        if (unlink(kStateFile) == 0)
+            ereport(LOG, (errmsg("ratelimit: \"%s\" was saved while ratelimit.memory_wal was off: "
+                                 "the memory engine starts from the WAL",
+                                 kStateFile)));
+        const bool file = access(kCheckpointFile, F_OK) == 0;
+        if (!stopped_cleanly())
+            ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly: the memory engine "
+                                 "is rebuilt from the WAL"),
+                          file ? errdetail("From the store as of the last checkpoint (\"%s\") "
+                                           "and the WAL after that checkpoint.",
+                                           kCheckpointFile)
+                               : 0));
+        if (file)
+            read_store_file(kCheckpointFile, block, log_blocks, true);
+        return;
+    }
+    // A checkpoint file left from when the setting was on would bring back old counts if it
+    // were turned on again after a crash.
+    unlink(kCheckpointFile);
     // A data directory made from a base backup starts with backup_label (its startup process
     // renames it only later): a file beside it was copied from the server backed up, whose store
     // it is, and would bring back counts that server may have reset since.
     if (access("backup_label", F_OK) == 0) {
-        unlink(kRecoveredFile);
         if (unlink(kStateFile) == 0)
             ereport(LOG, (errmsg("ratelimit: \"%s\" came with a base backup and is another "
                                  "server's: the memory engine starts empty",
                                  kStateFile)));
-        return;
-    }
-    // A logged store after a crash is rebuilt by replaying the WAL from the last checkpoint,
-    // after which every key's state was written; an older snapshot would bring back keys reset
-    // since. Until the worker has written them after the end-of-recovery checkpoint of an
-    // earlier crash, the store that recovery rebuilt is in its own file, and the WAL is
-    // replayed onto it.
-    if (setting::memory_wal && !stopped_cleanly()) {
-        unlink(kStateFile);
-        if (access(kRecoveredFile, F_OK) == 0) {
-            ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly: the memory engine "
-                                 "is rebuilt from the end of the last recovery and the WAL")));
-            read_store_file(kRecoveredFile, block, log_blocks, true);
-        } else {
-            ereport(LOG, (errmsg("ratelimit: the server did not stop cleanly: the memory engine "
-                                 "is rebuilt from the WAL")));
-        }
-        return;
-    }
-    unlink(kRecoveredFile);
-    if (setting::memory_wal) {
-        // After a clean stop the keys are in no WAL after the shutdown checkpoint until the
-        // worker's first pass is on disk: until then the file stays, as the store a recovery
-        // starts from, and a crash before it rebuilds the store from it and the WAL after it.
-        read_store_file(kStateFile, block, log_blocks, true);
-        if (access(kStateFile, F_OK) == 0)
-            (void)durable_rename(kStateFile, kRecoveredFile, LOG);
         return;
     }
     if (setting::memory_snapshot_interval == 0 && !stopped_cleanly()) {
@@ -208,8 +212,9 @@ void read_store_file(const char* path, void* block, std::int64_t log_blocks, boo
     // ratelimit.memory_wal was on) would hash differently from every standby.
     const HashSecret wal_secret = setting::memory_wal ? memory_wal_secret() : HashSecret{};
     if (setting::memory_wal && std::memcmp(&header.secret, &wal_secret, sizeof wal_secret) != 0) {
-        ereport(LOG, (errmsg("ratelimit: ignoring \"%s\": it was written before "
-                             "ratelimit.memory_wal was on; the memory engine starts empty",
+        ereport(LOG, (errmsg("ratelimit: ignoring \"%s\": it was written by another cluster or "
+                             "before ratelimit.memory_wal was on; the memory engine starts from "
+                             "the WAL",
                              path)));
         FreeFile(file);
         unlink(path);
@@ -237,9 +242,9 @@ void read_store_file(const char* path, void* block, std::int64_t log_blocks, boo
 
 }  // namespace
 
-bool begin_store_file(StoreFileWriter* writer, const HashSecret& secret, bool recovered) {
-    writer->path = recovered ? kRecoveredFile : kStateFile;
-    writer->temp_path = recovered ? kRecoveredTempFile : kStateTempFile;
+bool begin_store_file(StoreFileWriter* writer, const HashSecret& secret, bool checkpoint) {
+    writer->path = checkpoint ? kCheckpointFile : kStateFile;
+    writer->temp_path = checkpoint ? kCheckpointTempFile : kStateTempFile;
     writer->file = AllocateFile(writer->temp_path, PG_BINARY_W);
     if (writer->file == nullptr) {
         ereport(LOG, (errcode_for_file_access(),
@@ -249,6 +254,7 @@ bool begin_store_file(StoreFileWriter* writer, const HashSecret& secret, bool re
     writer->secret = secret;
     writer->saved_at = clock_now();
     writer->count = 0;
+    writer->bytes = static_cast<std::int64_t>(sizeof(FileHeader));
     INIT_CRC32C(writer->crc);
     // The header again once the keys are written, with their count and CRC.
     const FileHeader header = file_header(*writer, 0);
@@ -264,6 +270,20 @@ void write_store_file_slot(StoreFileWriter* writer, const SavedSlot& saved) {
         COMP_CRC32C(writer->crc, &saved, kSavedSlotFixedBytes);
         COMP_CRC32C(writer->crc, saved.log, entries * sizeof(LogEntry));
         ++writer->count;
+        writer->bytes += static_cast<std::int64_t>(kSavedSlotFixedBytes + entries * sizeof(LogEntry));
+    } else {
+        writer->written = false;
+    }
+}
+
+void write_store_file_keys(StoreFileWriter* writer, const char* bytes, std::size_t length,
+                           std::int64_t count) {
+    if (length == 0 || !writer->written)
+        return;
+    if (fwrite(bytes, 1, length, writer->file) == length) {
+        COMP_CRC32C(writer->crc, bytes, length);
+        writer->count += count;
+        writer->bytes += static_cast<std::int64_t>(length);
     } else {
         writer->written = false;
     }
@@ -286,11 +306,12 @@ bool finish_store_file(StoreFileWriter* writer) {
     return durable_rename(writer->temp_path, writer->path, LOG) == 0;
 }
 
-void forget_recovered_store_file() {
-    if (durable_unlink(kRecoveredFile, DEBUG1) == 0)
-        ereport(LOG, (errmsg("ratelimit: every memory engine key is in the WAL after the last "
-                             "checkpoint: \"%s\" is no longer needed",
-                             kRecoveredFile)));
+void forget_checkpoint_store_file() {
+    if (access(kCheckpointFile, F_OK) == 0 && durable_unlink(kCheckpointFile, LOG) == 0)
+        ereport(LOG, (errmsg("ratelimit: \"%s\" was removed: a newer one could not be written, "
+                             "and the memory engine's keys are in the WAL after the checkpoint "
+                             "instead",
+                             kCheckpointFile)));
 }
 
 }  // namespace ratelimit::pg

@@ -4,6 +4,7 @@
 // raised. The locks are the caller's (src/pg/engines/memory_engine.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 
@@ -35,24 +36,31 @@ struct StoreFileWriter {
     HashSecret secret;  // the store's: the saved keys are hashed with it
     Micros saved_at;
     std::int64_t count;  // keys written
+    std::int64_t bytes;  // the file's, header included
     pg_crc32c crc;       // of the keys written
     bool written;        // false once a write failed: the rest is skipped
 };
 
 // Opens the temp file for a store hashed with `secret`; false, with a LOG line, when it cannot.
-// `recovered`: the store as crash recovery left it (ratelimit.memory_wal), in a file of its own
-// that load_store_file() reads after a crash until forget_recovered_store_file().
-bool begin_store_file(StoreFileWriter* writer, const HashSecret& secret, bool recovered = false);
+// `checkpoint`: the logged store's file (ratelimit.memory_wal), the store as of the last
+// checkpoint, which load_store_file() reads at every start and the WAL after that checkpoint
+// completes (pg/engines/memory_wal.hpp).
+bool begin_store_file(StoreFileWriter* writer, const HashSecret& secret, bool checkpoint = false);
 
 // Appends one key, as MemoryStore::for_each_oldest_first gives it.
 void write_store_file_slot(StoreFileWriter* writer, const SavedSlot& saved);
+
+// Appends `count` keys already in the saved form, one after another in `bytes` (`length` of
+// them): what a run of slots read under its partition's lock gave, written once it is released.
+void write_store_file_keys(StoreFileWriter* writer, const char* bytes, std::size_t length,
+                           std::int64_t count);
 
 // Completes the file (its header, then durable_rename over the last one); false, with a LOG line
 // and the temp file removed, when any write failed.
 bool finish_store_file(StoreFileWriter* writer);
 
-// Deletes the file of the store as the last crash recovery left it, once every key is in the WAL
-// after the checkpoint that followed it (the WAL worker's first pass).
-void forget_recovered_store_file();
+// Deletes the logged store's file (ratelimit.memory_wal) when a newer one could not be written:
+// an older one would bring back states the WAL after the checkpoint no longer holds. Durable.
+void forget_checkpoint_store_file();
 
 }  // namespace ratelimit::pg

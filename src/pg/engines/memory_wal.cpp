@@ -1,5 +1,5 @@
 // The memory engine in the WAL (pg/engines/memory_wal.hpp): the records, their replay, and the
-// worker that keeps each checkpoint waiting until every key's state follows its redo pointer.
+// worker that keeps each checkpoint waiting until the store is in the checkpoint file.
 //
 // The replay runs in the startup process and the worker is a background worker: neither has
 // error recovery to unwind into, so this code creates no C++ object with a destructor and calls
@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <algorithm>
 #include <cstring>
 
 #include "pg/bridge/clock.hpp"
@@ -141,6 +142,8 @@ const char* record_name(std::uint8_t info) {
             return "STATES";
         case kWalSnapshot:
             return "SNAPSHOT";
+        case kWalSaved:
+            return "SAVED";
         default:
             return nullptr;
     }
@@ -166,6 +169,21 @@ void ignore_records_without_setting() {
                      "server where it is on, standbys included.")));
 }
 
+// A SAVED record's data after its format's byte: what the checkpoint file holds.
+struct SavedRecord {
+    std::int64_t keys;
+    std::int64_t bytes;
+};
+
+// A SAVED record replayed (a standby, or recovery after a crash): this server's own store goes
+// to its own checkpoint file, before the checkpoint record that a restartpoint will start from.
+// Should it not be written, the older file goes: it would bring back states that the WAL after
+// that checkpoint no longer holds (stricter ones too), where without it the keys are forgiven.
+void save_replayed_store() {
+    if (!memory_save(true))
+        forget_checkpoint_store_file();
+}
+
 // The format a record says it is in (its first byte), -1 for an empty record.
 int record_format(const char* data, std::size_t length) {
     return length < 1 ? -1 : static_cast<int>(static_cast<std::uint8_t>(data[0]));
@@ -178,13 +196,27 @@ void redo(XLogReaderState* record) {
     }
     const char* data = XLogRecGetData(record);
     const std::size_t length = XLogRecGetDataLen(record);
-    if (record_format(data, length) != kWalFormat)
+    const std::uint8_t kind = XLogRecGetInfo(record) & XLR_RMGR_INFO_MASK;
+    if (record_format(data, length) != kWalFormat || kind > kWalSaved)
         ereport(PANIC,
                 (errmsg("ratelimit: a memory engine WAL record of format %d, where this ratelimit "
                         "reads format %d",
                         record_format(data, length), static_cast<int>(kWalFormat)),
                  errhint("Every server that replays this WAL (a standby, a server restored "
                          "from it) needs the ratelimit version of the server that wrote it.")));
+    // Whether this server's checkpoint file has been dropped since the last SAVED record.
+    static bool file_forgotten = false;
+    if (kind == kWalSaved) {
+        save_replayed_store();
+        file_forgotten = false;
+        return;
+    }
+    // SNAPSHOT records mean the primary could not write its file and carries the keys in the
+    // WAL instead: this server's file, older than them, goes too, as the primary's did.
+    if (kind == kWalSnapshot && !file_forgotten) {
+        forget_checkpoint_store_file();
+        file_forgotten = true;
+    }
     // Plain data: the startup process has no error recovery to unwind.
     static SavedSlot saved;
     std::size_t at = 1;
@@ -209,6 +241,13 @@ void describe(StringInfo buffer, XLogReaderState* record) {
         appendStringInfo(buffer, "format %d", record_format(data, length));
         return;
     }
+    if ((XLogRecGetInfo(record) & XLR_RMGR_INFO_MASK) == kWalSaved) {
+        SavedRecord saved{};
+        std::memcpy(&saved, data + 1, std::min(length - 1, sizeof saved));
+        appendStringInfo(buffer, "keys %lld, bytes %lld", static_cast<long long>(saved.keys),
+                         static_cast<long long>(saved.bytes));
+        return;
+    }
     for (std::size_t at = 1; at + kSavedSlotFixedBytes <= length;) {
         std::memcpy(static_cast<void*>(&fixed), data + at, kSavedSlotFixedBytes);
         ++keys;
@@ -224,13 +263,13 @@ const char* identify(uint8 info) {
 }
 
 // The end of redo, in the startup process, before the end-of-recovery checkpoint: the store as
-// recovery rebuilt it goes to a file of its own, because that checkpoint moves the redo
-// pointer past every record replayed, and the worker, which writes every key after it, starts
-// only once recovery is over. A crash before the worker's first pass rebuilds the store from
-// this file and the WAL after that checkpoint (load_store_file()).
+// recovery rebuilt it goes to the checkpoint file, because that checkpoint moves the redo
+// pointer past every record replayed, and the worker, which holds checkpoints, starts only once
+// recovery is over. Nothing changes the store between the two, so the file is the store as of
+// that checkpoint.
 void recovery_done() {
     if (setting::memory_wal)
-        memory_save(true);
+        save_replayed_store();
 }
 
 RmgrData memory_rmgr;
@@ -262,6 +301,25 @@ void announce_inserted(XLogRecPtr& announced) {
         return;
     XLogSetAsyncXactLSN(inserted);
     announced = inserted;
+}
+
+// The store as of the checkpoint whose redo pointer has just been fixed (this worker holds it):
+// to the checkpoint file, then a SAVED record, which a standby replays by saving its own. Should
+// the file not be written (a full disk), the older one goes and every key's state goes to the
+// WAL after the redo pointer instead.
+void save_at_checkpoint() {
+    StoreSaved saved;
+    if (!memory_save(true, &saved)) {
+        forget_checkpoint_store_file();
+        memory_log_all();
+        return;
+    }
+    const SavedRecord record{saved.keys, saved.bytes};
+    record_buffer[0] = static_cast<char>(kWalFormat);
+    std::memcpy(record_buffer + 1, &record, sizeof record);
+    XLogBeginInsert();
+    XLogRegisterData(record_buffer, static_cast<uint32>(1 + sizeof record));
+    (void)XLogInsert(kMemoryWalRmgrId, kWalSaved);
 }
 
 void register_wal_worker() {
@@ -418,12 +476,12 @@ void WalKeys::insert() noexcept {
 // while it is gone warns. It stops only for the server's shutdown (on_sigterm); an ERROR ends
 // it with exit code 1, and the postmaster starts it again a second later (bgw_restart_time),
 // when its first pass writes every key again.
-// It holds every checkpoint (DELAY_CHKPT_START on its virtual transaction) until it
-// has written every key after that checkpoint's redo pointer, then lets it go by ending its
-// transaction and holds the next one with a new one. A checkpoint takes at least one of its own
+// It holds every checkpoint (DELAY_CHKPT_START on its virtual transaction) until it has
+// written the store to the checkpoint file after that checkpoint's redo pointer was fixed, then
+// lets it go by ending its transaction and holds the next one with a new one. A checkpoint takes at least one of its own
 // 10 ms sleeps to notice, and cannot begin the next until it has finished, so the worker holds
 // again long before another redo pointer is fixed; if one was fixed meanwhile anyway, the worker
-// writes every key again at once.
+// saves the store again at once.
 void ratelimit_memory_wal_worker_main(Datum) {
     using namespace ratelimit::pg;
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -446,15 +504,14 @@ void ratelimit_memory_wal_worker_main(Datum) {
     StartTransactionCommand();
     pgstat_report_xact_timestamp(0);
     MyProc->delayChkptFlags |= DELAY_CHKPT_START;
-    if (setting::memory_wal_first_pass_delay > 0)
-        pg_usleep(static_cast<long>(setting::memory_wal_first_pass_delay) * 1000L);
-    // A checkpoint may have finished before this worker started (the end of recovery): every key
-    // goes after the current redo pointer now.
+    if (setting::memory_wal_first_save_delay > 0)
+        pg_usleep(static_cast<long>(setting::memory_wal_first_save_delay) * 1000L);
+    // A checkpoint may have finished before this worker started, unheld (a CHECKPOINT right
+    // after the start, the one PostgreSQL requests at a promotion): the store is saved for the
+    // current redo pointer now.
     XLogRecPtr written_after = GetRedoRecPtr();
-    memory_log_all();
-    // The store as the last recovery left it may go once those records are on disk.
+    save_at_checkpoint();
     XLogFlush(inserted_end());
-    forget_recovered_store_file();
     XLogRecPtr announced = inserted_end();
     for (;;) {
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, kWorkerTickMs,
@@ -484,7 +541,7 @@ void ratelimit_memory_wal_worker_main(Datum) {
         if (redo == written_after)
             continue;
         // A checkpoint has fixed its redo pointer, and waits for this transaction.
-        memory_log_all();
+        save_at_checkpoint();
         written_after = redo;
         // Ending the transaction also clears the flag (PostgreSQL clears it at every end of a
         // transaction): the new one sets it again.

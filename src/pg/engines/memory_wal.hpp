@@ -6,15 +6,27 @@
 // through the resource manager "ratelimit" (RmgrId kMemoryWalRmgrId).
 //
 // Recovery starts at the last checkpoint's redo pointer, so every key's state must be found
-// after it: a worker (ratelimit memory engine WAL) keeps each checkpoint waiting, as PostgreSQL
-// lets a backend do (DELAY_CHKPT_START), until it has written every key's state after that
-// checkpoint's redo pointer (SNAPSHOT records). Records are replayed in WAL order, and a key's
-// record is inserted under its partition's lock, so the last record of a key is its last state.
+// after it, or in a store it starts from. The worker keeps each checkpoint waiting, as
+// PostgreSQL lets a backend do (DELAY_CHKPT_START), until it has written the store to the
+// checkpoint file (pg_stat/ratelimit_memory.checkpoint), then inserts a SAVED record. Recovery
+// loads that file and replays the WAL after the redo pointer onto it. Each record holds a key's
+// whole state, and a key changed after the redo pointer has a record after it, so the last
+// record of a key is its state, and a key with none after it is as the file holds it: the file
+// may be read at any instant after the redo pointer. A standby that replays a SAVED record
+// writes its own store to its own file the same way, before the checkpoint record that its
+// restartpoint will start from.
 //
-// Records: STATES (a decision's keys), SNAPSHOT (the keys after a checkpoint's redo pointer);
-// each starts with its format's number (one byte, kWalFormat), then holds keys in the saved form
-// (SavedSlot: its fixed part, then its sliding_window log entries); a key with no state (reset)
-// has algorithm kForgotten.
+// Why a file and not the WAL: the keys nobody touches would otherwise be written to the WAL at
+// every checkpoint (about 80 bytes a key), archived and sent to every standby, and a pass larger
+// than half of max_wal_size would itself start the next checkpoint. The file costs the local
+// disk the same bytes, and the WAL one small record. Should the file not be written (a full
+// disk), the worker removes the old one and writes the keys to the WAL instead (SNAPSHOT).
+//
+// Records: STATES (a decision's keys), SAVED (the store is in the checkpoint file: the keys and
+// bytes written), SNAPSHOT (the keys after a checkpoint's redo pointer, when the file could not
+// be written); each starts with its format's number (one byte, kWalFormat). STATES and SNAPSHOT
+// then hold keys in the saved form (SavedSlot: its fixed part, then its sliding_window log
+// entries); a key with no state (reset) has algorithm kForgotten.
 #pragma once
 
 #include <cstddef>
@@ -34,10 +46,12 @@ inline constexpr int kMemoryWalRmgrId = 209;
 // The record kinds (the high bits of the record's info byte).
 inline constexpr std::uint8_t kWalStates = 0x00;
 inline constexpr std::uint8_t kWalSnapshot = 0x10;
+inline constexpr std::uint8_t kWalSaved = 0x20;
 
 // The records' layout. A server that meets a record of another format (a standby on another
 // ratelimit version than its primary) stops with an error that says so, instead of misreading it.
-inline constexpr std::uint8_t kWalFormat = 1;
+// 2: the store as of a checkpoint is in the checkpoint file (SAVED).
+inline constexpr std::uint8_t kWalFormat = 2;
 
 // A key whose slot is gone (reset) is written with this algorithm.
 inline constexpr std::int16_t kForgotten = -1;

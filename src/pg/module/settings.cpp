@@ -22,7 +22,7 @@ int memory_snapshot_interval = 0;
 int memory_when_full = kWhenFullDeny;
 int memory_database_share = 100;
 bool memory_wal = false;
-int memory_wal_first_pass_delay = 0;
+int memory_wal_first_save_delay = 0;
 bool memory_wal_commit_wait = false;
 
 int policy_counters = 4096;
@@ -100,11 +100,11 @@ void define_shared_memory_settings() {
         "record is flushed within about wal_writer_delay, as an asynchronous commit's.",
         &setting::memory_wal_commit_wait, false, PGC_USERSET, 0, nullptr, nullptr, nullptr);
     // A developer option, as PostgreSQL's post_auth_delay: the tests make the window before the
-    // WAL worker's first pass long enough to crash in it.
+    // WAL worker's first save long enough to crash in it.
     DefineCustomIntVariable(
-        "ratelimit.memory_wal_first_pass_delay",
-        "Milliseconds the memory engine's WAL worker waits before its first pass (for tests).",
-        nullptr, &setting::memory_wal_first_pass_delay, 0, 0, 60000, PGC_SIGHUP,
+        "ratelimit.memory_wal_first_save_delay",
+        "Milliseconds the memory engine's WAL worker waits before its first save (for tests).",
+        nullptr, &setting::memory_wal_first_save_delay, 0, 0, 60000, PGC_SIGHUP,
         GUC_UNIT_MS | GUC_NOT_IN_SAMPLE | GUC_NO_SHOW_ALL, nullptr, nullptr, nullptr);
     DefineCustomIntVariable(
         "ratelimit.policy_counters",
