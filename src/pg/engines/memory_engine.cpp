@@ -642,18 +642,17 @@ void save_in_runs(MemoryStore& store, StoreFileWriter* writer) {
             std::size_t used = 0;
             std::int64_t keys = 0;
             LWLockAcquire(partition_lock(p), LW_SHARED);
-            store.for_each_in_slots(p, from, std::min(kRunSlots, slots - from),
-                                    [&](const SavedSlot& saved) {
-                                        if (saved.expires_at <= now)
-                                            return;
-                                        const std::size_t bytes =
-                                            kSavedSlotFixedBytes +
-                                            static_cast<std::size_t>(saved.log_count) *
-                                                sizeof(LogEntry);
-                                        std::memcpy(run_buffer + used, &saved, bytes);
-                                        used += bytes;
-                                        ++keys;
-                                    });
+            store.for_each_in_slots(
+                p, from, std::min(kRunSlots, slots - from), [&](const SavedSlot& saved) {
+                    if (saved.expires_at <= now)
+                        return;
+                    const std::size_t bytes =
+                        kSavedSlotFixedBytes +
+                        static_cast<std::size_t>(saved.log_count) * sizeof(LogEntry);
+                    std::memcpy(run_buffer + used, &saved, bytes);
+                    used += bytes;
+                    ++keys;
+                });
             LWLockRelease(partition_lock(p));
             write_store_file_keys(writer, run_buffer, used, keys);
         }

@@ -270,7 +270,8 @@ void write_store_file_slot(StoreFileWriter* writer, const SavedSlot& saved) {
         COMP_CRC32C(writer->crc, &saved, kSavedSlotFixedBytes);
         COMP_CRC32C(writer->crc, saved.log, entries * sizeof(LogEntry));
         ++writer->count;
-        writer->bytes += static_cast<std::int64_t>(kSavedSlotFixedBytes + entries * sizeof(LogEntry));
+        writer->bytes +=
+            static_cast<std::int64_t>(kSavedSlotFixedBytes + entries * sizeof(LogEntry));
     } else {
         writer->written = false;
     }

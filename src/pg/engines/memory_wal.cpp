@@ -478,10 +478,10 @@ void WalKeys::insert() noexcept {
 // when its first pass writes every key again.
 // It holds every checkpoint (DELAY_CHKPT_START on its virtual transaction) until it has
 // written the store to the checkpoint file after that checkpoint's redo pointer was fixed, then
-// lets it go by ending its transaction and holds the next one with a new one. A checkpoint takes at least one of its own
-// 10 ms sleeps to notice, and cannot begin the next until it has finished, so the worker holds
-// again long before another redo pointer is fixed; if one was fixed meanwhile anyway, the worker
-// saves the store again at once.
+// lets it go by ending its transaction and holds the next one with a new one. A checkpoint takes at
+// least one of its own 10 ms sleeps to notice, and cannot begin the next until it has finished, so
+// the worker holds again long before another redo pointer is fixed; if one was fixed meanwhile
+// anyway, the worker saves the store again at once.
 void ratelimit_memory_wal_worker_main(Datum) {
     using namespace ratelimit::pg;
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
