@@ -99,6 +99,7 @@ INSTALL_SOURCES = \
 	sql/install/observability.sql \
 	sql/install/presets.sql \
 	sql/install/postgrest.sql \
+	sql/install/declared_limiters.sql \
 	sql/install/drop_in_extensions.sql \
 	sql/install/cleanup.sql \
 	sql/install/privileges.sql

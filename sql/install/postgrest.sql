@@ -125,5 +125,22 @@ LANGUAGE c VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS 'MODULE_PATHNAME', 'ratelimit_pre_request';
 
+-- @begin request_identity
+-- The request's caller and client address as pre_request() reads them, for an app's own
+-- functions (declare_limiter's among them): jwt_subject() is the JWT's sub as auth.uid() finds
+-- it, in any identity provider's form (NULL when anonymous; malformed claims are an error);
+-- client_address() is the address in ratelimit.client_ip_header, counted
+-- ratelimit.client_ip_trusted_proxies hops from the right (NULL without one).
+CREATE FUNCTION ratelimit.jwt_subject()
+RETURNS text
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_jwt_subject';
+
+CREATE FUNCTION ratelimit.client_address()
+RETURNS inet
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'ratelimit_client_address';
+-- @end request_identity
+
 SELECT pg_catalog.pg_extension_config_dump('ratelimit.request_routes', '');
 SELECT pg_catalog.pg_extension_config_dump('ratelimit.request_routes_id_seq', '');

@@ -185,6 +185,13 @@ SELECT ratelimit.set_member_privileges('ratelimit', true, ARRAY[
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.cleanup_jobs()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    -- The caller's own identity and address, as the request gives them; the checks a declared
+    -- limiter's key parts and numbers go through.
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.jwt_subject()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.client_address()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_part(text, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_number(numeric, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_fields()'::pg_catalog.regprocedure::text, 'PUBLIC'],
     -- PostgREST calls its db-pre-request hook as the request's role, whatever it is;
     -- its API roles need the schema to reach it (and reach nothing else there that
     -- PUBLIC does not).
@@ -201,6 +208,7 @@ SELECT ratelimit.set_member_privileges('ratelimit', true, ARRAY[
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check_many(text, text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check_all(text[], text[], integer, text, inet, uuid)'::pg_catalog.regprocedure::text, 'service_role'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.check_http(text[], text[], integer, text, inet, uuid, text, text)'::pg_catalog.regprocedure::text, 'service_role'],
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_check(text, text, integer, integer, interval)'::pg_catalog.regprocedure::text, 'service_role'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.consume(text, integer, interval, integer, text, text, integer, text, interval)'::pg_catalog.regprocedure::text, 'service_role'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.peek(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.refund(text, integer, interval, integer, text, text, integer, text)'::pg_catalog.regprocedure::text, 'service_role'],

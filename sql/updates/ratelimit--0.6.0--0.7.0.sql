@@ -79,6 +79,14 @@ DROP FUNCTION ratelimit.memory_stats();
 -- @include sql/install/memory_engine.sql memory_stats
 
 ------------------------------------------------------------------------------------------------
+-- Declared limiters: an app's own function over a policy or an algorithm, and the request's
+-- caller and address they key by.
+------------------------------------------------------------------------------------------------
+
+-- @include sql/install/postgrest.sql request_identity
+-- @include sql/install/declared_limiters.sql
+
+------------------------------------------------------------------------------------------------
 -- Privileges: the grants of each extension are set by one function, which the drop-in
 -- extensions' scripts call too; ratelimit's list as in 0.7.0.
 ------------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(3843);
+SELECT plan(4014);
 
 CREATE SCHEMA hostile;
 
@@ -1280,6 +1280,104 @@ FROM (VALUES
 ) AS v(n, f, call, sqlstate, message, why)
 ORDER BY v.n;
 
+-- 13. Declared limiters: every argument of declare_limiter checked before anything is made (22023
+-- naming the argument, or 22004 for a NULL; 42723 for an app's own function in the way); names,
+-- types and defaults read by PostgreSQL's own parsers and written back quoted, so SQL in any of
+-- them is refused, never run; drop_limiter drops only what declare_limiter made; the request's
+-- identity helpers refuse malformed settings; the generated functions' checks name the argument.
+CREATE FUNCTION hostile.declare(p_changes text) RETURNS text LANGUAGE sql AS $$
+    SELECT format('SELECT ratelimit.declare_limiter(%s)',
+                  concat_ws(', ', p_changes,
+                            CASE WHEN p_changes NOT LIKE '%p_function =>%' THEN 'p_function => ''hostile_declared''' END,
+                            CASE WHEN p_changes NOT LIKE '%p_arguments =>%' THEN 'p_arguments => ARRAY[''p_user uuid'', ''p_max integer DEFAULT 5'']' END,
+                            CASE WHEN p_changes NOT LIKE '%p_key =>%' THEN 'p_key => ARRAY[''arg:p_user'']' END,
+                            CASE WHEN p_changes NOT LIKE '%p_limit =>%' AND p_changes NOT LIKE '%p_policy =>%' THEN 'p_limit => 3' END,
+                            CASE WHEN p_changes NOT LIKE '%p_period =>%' AND p_changes NOT LIKE '%p_policy =>%' THEN 'p_period => ''1 minute''' END))
+$$;
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT 'ratelimit.declare_limiter(text,text[],text,text[],text[],text,integer,interval,text,text,text,text,interval,text,text,text[],boolean)',
+       hostile.declare(v.changes), v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'p_function => NULL', '22004', 'p_function must not be NULL', 'NULL p_function'),
+    (2, 'p_arguments => NULL', '22004', 'p_arguments must not be NULL', 'NULL p_arguments'),
+    (3, 'p_returns => NULL', '22004', 'p_returns must not be NULL', 'NULL p_returns'),
+    (4, 'p_key => NULL', '22004', 'p_key must not be NULL', 'NULL p_key'),
+    (5, 'p_roles => NULL', '22004', 'p_roles must not be NULL', 'NULL p_roles'),
+    (6, 'p_replace => NULL', '22004', 'p_replace must not be NULL', 'NULL p_replace'),
+    (7, 'p_function => ''a.b.c''', '22023', 'p_function: ''a.b.c'' is not a function name (name or schema.name)', 'three names'),
+    (8, $c$p_function => 'f(); DROP TABLE ratelimit.policies; --'$c$, '22023', 'p_function: % is not a function name (name or schema.name)', 'SQL as the name'),
+    (9, 'p_function => ''ratelimit.consume''', '22023', 'p_function: schema ratelimit is reserved', 'the extension''s own schema'),
+    (10, 'p_function => ''pg_catalog.now''', '22023', 'p_function: schema pg_catalog is reserved', 'the catalog'),
+    (11, 'p_function => ''hostile_nowhere.f''', '22023', 'p_function: schema hostile_nowhere does not exist', 'a schema that is not there'),
+    (12, 'p_function => ''''', '22023', 'p_function: '''' is not a function name (name or schema.name)', 'an empty name'),
+    (13, $c$p_arguments => ARRAY['p_user integer); DROP TABLE ratelimit.policies; --']$c$, '22023', 'p_arguments[1]: type % does not exist', 'SQL as a type'),
+    (14, $c$p_arguments => ARRAY['p_user uuid DEFAULT ''x''''); DROP TABLE ratelimit.policies; --''']$c$, '22023', 'p_arguments[1]: % is not a value of type uuid', 'SQL as a default'),
+    (15, $c$p_arguments => ARRAY['ratelimit_key text']$c$, '22023', 'p_arguments[1]: the names ratelimit_* are reserved for the function''s own variables', 'a reserved name'),
+    (16, $c$p_arguments => ARRAY['p_user uuid', 'P_USER text']$c$, '22023', 'p_arguments[2]: p_user is named twice', 'a name twice, differently cased'),
+    (17, $c$p_arguments => ARRAY['p_user uuid DEFAULT NULL', 'p_max integer']$c$, '22023', 'p_arguments[2]: p_max follows an argument with a default, so it needs one too', 'a default, then none'),
+    (18, $c$p_arguments => ARRAY['1user uuid']$c$, '22023', 'p_arguments[1]: ''1user uuid'' is not ''name type'' or ''name type DEFAULT value''', 'not a name'),
+    (19, $c$p_arguments => ARRAY[NULL]::text[]$c$, '22023', 'p_arguments[1]: ''NULL'' is not ''name type'' or ''name type DEFAULT value''', 'a NULL argument'),
+    (20, $c$p_arguments => ARRAY['p_user hostile_no_type']$c$, '22023', 'p_arguments[1]: type ''hostile_no_type'' does not exist', 'a type that is not there'),
+    (21, 'p_returns => ''boolean; DROP TABLE ratelimit.policies''', '22023', 'p_returns: % is not ''boolean'', ''limited'', ''row'' or ''jsonb''', 'SQL as the result'),
+    (22, 'p_returns => ''row''', '22023', 'p_columns: a ''row'' result needs its columns, each ''name field'' or ''name field type''', 'a row without columns'),
+    (23, $c$p_returns => 'row', p_columns => ARRAY['ok bogus']$c$, '22023', 'p_columns[1]: ''bogus'' is not a field (%)', 'a field that is not there'),
+    (24, $c$p_returns => 'jsonb', p_columns => ARRAY['ok allowed integer); DROP TABLE ratelimit.policies; --']$c$, '22023', 'p_columns[1]: type % does not exist', 'SQL as a column''s type'),
+    (25, $c$p_returns => 'row', p_columns => ARRAY['p_user allowed']$c$, '22023', 'p_columns[1]: the name p_user is reserved, taken by another column or by an argument', 'a column named as an argument'),
+    (26, $c$p_returns => 'boolean', p_columns => ARRAY['ok allowed']$c$, '22023', 'p_columns: only a ''row'' or ''jsonb'' result has columns', 'columns for a boolean'),
+    (27, 'p_key => ''{}''', '22023', 'p_key: at least one part (%)', 'no key'),
+    (28, $c$p_key => ARRAY['arg:p_nobody']$c$, '22023', 'p_key[1]: ''arg:p_nobody'' names no argument of the function', 'an argument that is not there'),
+    (29, $c$p_key => ARRAY['sql:1); DROP TABLE ratelimit.policies; --']$c$, '22023', 'p_key[1]: % is not ''user'', ''ip'', ''arg:<name>'', ''hash:<name>'' or ''text:<value>''', 'SQL as a key part'),
+    (30, 'p_policy => ''hostile.nowhere''', '22023', 'p_policy: no policy ''hostile.nowhere''', 'a policy that is not there'),
+    (31, 'p_policy => ''activity.create_post'', p_limit => 3', '22023', 'p_policy: a declared limiter decides over a policy or over p_limit and p_period, not both', 'a policy and a limit'),
+    (32, 'p_limit => NULL', '22023', 'p_limit: a declared limiter needs p_policy, or p_limit or p_limit_argument', 'no limit'),
+    (33, 'p_period => NULL', '22023', 'p_period: a declared limiter needs p_policy, or p_period or p_period_argument', 'no period'),
+    (34, 'p_algorithm => ''bogus''', '22023', '%bogus%', 'an algorithm that is not there'),
+    (35, 'p_limit_argument => ''p_user''', '22023', 'p_limit_argument: ''p_user'' is no integer argument of the function', 'a uuid as the limit'),
+    (36, 'p_period_argument => ''p_nobody''', '22023', 'p_period_argument: ''p_nobody'' is no number or interval argument of the function', 'an argument that is not there'),
+    (37, 'p_cost_argument => ''p_user''', '22023', 'p_cost_argument: ''p_user'' is no integer argument of the function', 'a uuid as the cost'),
+    (38, 'p_anonymous => ''maybe''', '22023', 'p_anonymous: ''maybe'' is not ''refuse'', ''allow'' or ''ip''', 'an unknown rule'),
+    (39, $c$p_roles => ARRAY['hostile_nobody']$c$, '22023', 'p_roles: role hostile_nobody does not exist', 'a role that is not there'),
+    (40, $c$p_roles => ARRAY['anon; DROP TABLE ratelimit.policies']$c$, '22023', 'p_roles: role % does not exist', 'SQL as a role'),
+    (41, $c$p_function => 'public.cleanup_expired_rate_limits', p_arguments => '{}', p_key => ARRAY['text:x'], p_roles => ARRAY['PUBLIC']$c$, '42723',
+     'p_function: function public.cleanup_expired_rate_limits() exists already, owned by %', 'an app''s function in the way')
+) AS v(n, changes, sqlstate, message, why)
+ORDER BY v.n;
+
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT v.f::regprocedure, v.call, v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'ratelimit.drop_limiter(regprocedure)', 'SELECT ratelimit.drop_limiter(NULL)', '22004', 'p_function must not be NULL', 'NULL p_function'),
+    (2, 'ratelimit.drop_limiter(regprocedure)', $q$SELECT ratelimit.drop_limiter('public.cleanup_expired_rate_limits()')$q$, '22023',
+     'p_function: public.cleanup_expired_rate_limits() is not a declared limiter', 'a function declare_limiter did not make'),
+    (3, 'ratelimit.drop_limiter(regprocedure)', $q$SELECT ratelimit.drop_limiter('hostile_nowhere()')$q$, '42883',
+     'function "hostile_nowhere()" does not exist', 'a function that is not there'),
+    (4, 'ratelimit.drop_limiter(regprocedure)', $q$SELECT ratelimit.drop_limiter('f(); DROP TABLE ratelimit.policies; --')$q$, '22P02',
+     'expected a right parenthesis', 'SQL as the function'),
+    (5, 'ratelimit.jwt_subject()', $q$SELECT hostile.with_setting('request.jwt.claims', '{"sub": 5}', 'SELECT ratelimit.jwt_subject()')$q$, '22023',
+     '%request.jwt.claims%', 'a sub that is not a string'),
+    (6, 'ratelimit.jwt_subject()', 'SELECT ratelimit.jwt_subject(1)', '42883', 'function % does not exist', 'an argument'),
+    (7, 'ratelimit.client_address()', $q$SELECT hostile.with_setting('request.headers', '[1]', 'SELECT ratelimit.client_address()')$q$, '22023',
+     'request.headers must be a JSON object', 'headers that are not an object'),
+    (8, 'ratelimit.client_address()', 'SELECT ratelimit.client_address(''198.51.100.7'')', '42883', 'function % does not exist', 'an argument'),
+    (9, 'ratelimit.declared_limiter_part(text,text)', 'SELECT ratelimit.declared_limiter_part(NULL, ''p_email'')', '22004',
+     'p_email must not be NULL: it is part of the key', 'a NULL key argument'),
+    (10, 'ratelimit.declared_limiter_number(numeric,text)', 'SELECT ratelimit.declared_limiter_number(NULL, ''p_max'')', '22004',
+     'p_max must not be NULL', 'a NULL limit'),
+    (11, 'ratelimit.declared_limiter_number(numeric,text)', 'SELECT ratelimit.declared_limiter_number(-1, ''p_max'')', '22023',
+     'p_max must be a whole number from 0 to 2147483647, not -1', 'a negative limit'),
+    (12, 'ratelimit.declared_limiter_number(numeric,text)', 'SELECT ratelimit.declared_limiter_number(1.5, ''p_max'')', '22023',
+     'p_max must be a whole number from 0 to 2147483647, not 1.5', 'a fraction'),
+    (13, 'ratelimit.declared_limiter_number(numeric,text)', 'SELECT ratelimit.declared_limiter_number(2147483648, ''p_max'')', '22023',
+     'p_max must be a whole number from 0 to 2147483647, not 2147483648', 'past integer'),
+    (14, 'ratelimit.declared_limiter_check(text,text,integer,integer,interval)',
+     'SELECT ratelimit.declared_limiter_check(''hostile.nowhere'', ''k'', 1, NULL, NULL)', '22023', '%hostile.nowhere%', 'a policy that is not there'),
+    (15, 'ratelimit.declared_limiter_check(text,text,integer,integer,interval)',
+     $q$SELECT hostile.with_setting('ratelimit.dropin_caller_limits', 'must_match', 'SELECT ratelimit.declared_limiter_check(''activity.create_post'', ''hostile-subject'', 1, 999, NULL)')$q$,
+     '42501', 'the caller''s limit or period differs from policy activity.create_post''s (ratelimit.dropin_caller_limits = must_match)', 'a caller''s limit that differs, with must_match'),
+    (16, 'ratelimit.declared_limiter_fields()', 'SELECT ratelimit.declared_limiter_fields(''allowed'')', '42883', 'function % does not exist', 'an argument')
+) AS v(n, f, call, sqlstate, message, why)
+ORDER BY v.n;
+
 ------------------------------------------------------------------------------------------------
 -- Existing state under every key the bad calls name, so an error must leave rows as they were,
 -- not only add none.
@@ -1326,8 +1424,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p
                    AND d.deptype = 'e' AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
           '{}'::text[], 'every SQL-callable function of the extensions has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 63::bigint, 'the matrix covers the 63 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 1246::bigint, 'the matrix holds 1246 bad calls');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 71::bigint, 'the matrix covers the 71 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 1303::bigint, 'the matrix holds 1303 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 

@@ -448,6 +448,36 @@ Datum pre_request_body(FunctionCallInfo fcinfo) {
     return static_cast<Datum>(0);
 }
 
+// ratelimit.client_address(): the request's client address as pre_request() keys it (the
+// header ratelimit.client_ip_header names, the hop ratelimit.client_ip_trusted_proxies counts
+// from the right); NULL outside a request, without the header, or with no address there.
+Datum client_address_body(FunctionCallInfo fcinfo) {
+    const std::string header_name =
+        setting::client_ip_header != nullptr ? setting::client_ip_header : "";
+    std::optional<ClientAddress> ip;
+    if (const std::optional<std::string> forwarded =
+            request_header(request_setting("request.headers"), header_name))
+        ip = client_address(forwarded_hop(*forwarded, setting::client_ip_trusted_proxies));
+    if (!ip) {
+        fcinfo->isnull = true;
+        return static_cast<Datum>(0);
+    }
+    return ip->inet_value;
+}
+
+// ratelimit.jwt_subject(): the request's caller as auth.uid() finds it, as text in any identity
+// provider's form; NULL for an anonymous caller; malformed claims are an error.
+Datum jwt_subject_body(FunctionCallInfo fcinfo) {
+    const std::optional<Subject> subject = jwt_subject();
+    if (!subject) {
+        fcinfo->isnull = true;
+        return static_cast<Datum>(0);
+    }
+    Datum text_value = 0;
+    call_postgres([&] { text_value = CStringGetTextDatum(subject->text.c_str()); });
+    return text_value;
+}
+
 }  // namespace
 
 bool check_client_ip_header(char** newval, void**, GucSource) {
@@ -467,3 +497,6 @@ bool check_client_ip_header(char** newval, void**, GucSource) {
 }  // namespace ratelimit::pg
 
 RATELIMIT_SQL_FUNCTION(ratelimit_pre_request, ratelimit::pg::pre_request_body)
+
+RATELIMIT_SQL_FUNCTION(ratelimit_client_address, ratelimit::pg::client_address_body)
+RATELIMIT_SQL_FUNCTION(ratelimit_jwt_subject, ratelimit::pg::jwt_subject_body)
