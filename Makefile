@@ -100,6 +100,8 @@ INSTALL_SOURCES = \
 	sql/install/presets.sql \
 	sql/install/postgrest.sql \
 	sql/install/declared_limiters.sql \
+	sql/install/insert_limits.sql \
+	sql/install/row_security_limits.sql \
 	sql/install/drop_in_extensions.sql \
 	sql/install/cleanup.sql \
 	sql/install/privileges.sql

@@ -192,6 +192,9 @@ SELECT ratelimit.set_member_privileges('ratelimit', true, ARRAY[
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_part(text, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_number(numeric, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_fields()'::pg_catalog.regprocedure::text, 'PUBLIC'],
+    -- Row level security runs as the querying role, anon included: it charges only the
+    -- caller's own key (the JWT's sub, or its address).
+    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.within_limit(text, integer)'::pg_catalog.regprocedure::text, 'PUBLIC'],
     -- PostgREST calls its db-pre-request hook as the request's role, whatever it is;
     -- its API roles need the schema to reach it (and reach nothing else there that
     -- PUBLIC does not).

@@ -85,6 +85,8 @@ DROP FUNCTION ratelimit.memory_stats();
 
 -- @include sql/install/postgrest.sql request_identity
 -- @include sql/install/declared_limiters.sql
+-- @include sql/install/insert_limits.sql
+-- @include sql/install/row_security_limits.sql
 
 ------------------------------------------------------------------------------------------------
 -- Privileges: the grants of each extension are set by one function, which the drop-in

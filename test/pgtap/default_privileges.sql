@@ -80,6 +80,7 @@ INSERT INTO for_everyone VALUES
     ('function ratelimit.declared_limiter_part(text,text) EXECUTE'),
     ('function ratelimit.declared_limiter_number(numeric,text) EXECUTE'),
     ('function ratelimit.declared_limiter_fields() EXECUTE'),
+    ('function ratelimit.within_limit(text,integer) EXECUTE'),
     ('function ratelimit.pre_request() EXECUTE'),
     ('type ratelimit.decision USAGE'),
     ('type ratelimit.policy_decision USAGE');

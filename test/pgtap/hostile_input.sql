@@ -35,7 +35,7 @@ SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(4014);
+SELECT plan(4104);
 
 CREATE SCHEMA hostile;
 
@@ -1378,6 +1378,62 @@ FROM (VALUES
 ) AS v(n, f, call, sqlstate, message, why)
 ORDER BY v.n;
 
+-- 14. Insert limits and row security: every argument checked before a trigger is made; names of
+-- tables and columns read from the catalog, SQL in them refused; only the table engines, whose
+-- counts roll back with the insert; within_limit charges only the caller's own key.
+CREATE TABLE hostile.inserts (id serial, owner uuid, created_at timestamptz);
+CREATE FUNCTION hostile.limit_inserts(p_changes text) RETURNS text LANGUAGE sql AS $$
+    SELECT format('SELECT ratelimit.limit_inserts(%s)',
+                  concat_ws(', ', p_changes,
+                            CASE WHEN p_changes NOT LIKE '%p_table =>%' THEN 'p_table => ''hostile.inserts''' END,
+                            CASE WHEN p_changes NOT LIKE '%p_limit =>%' THEN 'p_limit => 3' END,
+                            CASE WHEN p_changes NOT LIKE '%p_period =>%' THEN 'p_period => ''1 hour''' END,
+                            CASE WHEN p_changes NOT LIKE '%p_key =>%' THEN 'p_key => ARRAY[''column:owner'']' END))
+$$;
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT 'ratelimit.limit_inserts(regclass,integer,interval,text[],text,text,text,text,text,text,boolean,text)',
+       hostile.limit_inserts(v.changes), v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'p_table => NULL', '22004', 'p_table must not be NULL', 'NULL p_table'),
+    (2, 'p_limit => NULL', '22004', 'p_limit must not be NULL', 'NULL p_limit'),
+    (3, 'p_period => NULL', '22004', 'p_period must not be NULL', 'NULL p_period'),
+    (4, 'p_key => NULL', '22004', 'p_key must not be NULL', 'NULL p_key'),
+    (5, 'p_error_code => NULL', '22004', 'p_error_code must not be NULL', 'NULL p_error_code'),
+    (6, $c$p_table => 'hostile.nowhere'$c$, '42P01', 'relation "hostile.nowhere" does not exist', 'a table that is not there'),
+    (7, $c$p_table => 'hostile.inserts; DROP TABLE ratelimit.policies'$c$, '42602', 'invalid name syntax', 'SQL as the table'),
+    (8, $c$p_table => 'ratelimit.policies'$c$, '22023', 'p_table: ratelimit.policies is in a reserved schema', 'the extension''s own table'),
+    (9, $c$p_table => 'hostile.inserts_id_seq'$c$, '22023', 'p_table: hostile.inserts_id_seq is not a table', 'a sequence'),
+    (10, 'p_limit => 0', '22023', '%p_limit%', 'a limit of 0'),
+    (11, $c$p_period => '-1 hour'$c$, '22023', '%p_period%', 'a negative period'),
+    (12, $c$p_key => ARRAY['column:nobody']$c$, '22023', 'p_key[1]: hostile.inserts has no column nobody', 'a column that is not there'),
+    (13, $c$p_key => ARRAY['column:owner); DROP TABLE ratelimit.policies; --']$c$, '22023', 'p_key[1]: hostile.inserts has no column %', 'SQL as a column'),
+    (14, $c$p_key => ARRAY['expr:1']$c$, '22023', 'p_key[1]: ''expr:1'' is not ''column:<name>'', ''user'', ''ip'' or ''text:<value>''', 'an unknown part'),
+    (15, 'p_key => ''{}''', '22023', 'p_key: at least one part (%)', 'no key'),
+    (16, $c$p_name => 'x; DROP TABLE ratelimit.policies'$c$, '22023', 'p_name: % is not a name of lower-case letters, digits and _ (%)', 'SQL as the name'),
+    (17, $c$p_engine => 'memory'$c$, '22023', 'p_engine: ''memory'' is not ''table'' or ''unlogged'' (an insert limit''s count must roll back with the insert)', 'the memory engine'),
+    (18, $c$p_error_code => '00000'$c$, '22023', 'p_error_code: ''00000'' is not an error SQLSTATE (%)', 'success as the error'),
+    (19, $c$p_error_code => 'P0001'', MESSAGE = ''x'$c$, '22023', 'p_error_code: % is not an error SQLSTATE (%)', 'SQL as the code'),
+    (20, $c$p_count_existing => 'owner'$c$, '22023', 'p_count_existing: hostile.inserts has no timestamp column owner', 'not a timestamp'),
+    (21, $c$p_count_existing => 'created_at', p_key => ARRAY['user']$c$, '22023', 'p_count_existing: the rows already there can be counted only for a key made of their columns (%)', 'the caller as the key'),
+    (22, $c$p_anonymous => 'allow'$c$, '22023', 'p_anonymous: ''allow'' is not ''refuse'' or ''ip''', 'anonymous inserts uncounted'),
+    (23, $c$p_algorithm => 'bogus'$c$, '22023', '%bogus%', 'an unknown algorithm')
+) AS v(n, changes, sqlstate, message, why)
+ORDER BY v.n;
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT v.f::regprocedure, v.call, v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'ratelimit.drop_insert_limit(regclass,text)', 'SELECT ratelimit.drop_insert_limit(NULL)', '22004', 'p_table must not be NULL', 'NULL p_table'),
+    (2, 'ratelimit.drop_insert_limit(regclass,text)', $q$SELECT ratelimit.drop_insert_limit('hostile.inserts')$q$, '22023',
+     'p_name: hostile.inserts has no insert limit ''inserts''', 'a table without one'),
+    (3, 'ratelimit.drop_insert_limit(regclass,text)', $q$SELECT ratelimit.drop_insert_limit('hostile.inserts', 'x''; DROP TABLE ratelimit.policies; --')$q$, '22023',
+     'p_name: hostile.inserts has no insert limit %', 'SQL as the name'),
+    (4, 'ratelimit.within_limit(text,integer)', 'SELECT ratelimit.within_limit(NULL)', '22004', 'p_policy must not be NULL', 'NULL p_policy'),
+    (5, 'ratelimit.within_limit(text,integer)', $q$SELECT ratelimit.within_limit('activity.create_post', NULL)$q$, '22004', 'p_cost must not be NULL', 'NULL p_cost'),
+    (6, 'ratelimit.within_limit(text,integer)', $q$SELECT ratelimit.within_limit('hostile.nowhere')$q$, '22023', '%hostile.nowhere%', 'a policy that is not there'),
+    (7, 'ratelimit.within_limit(text,integer)', $q$SELECT ratelimit.within_limit('activity.create_post', -1)$q$, '22023', '%p_cost%', 'a negative cost')
+) AS v(n, f, call, sqlstate, message, why)
+ORDER BY v.n;
+
 ------------------------------------------------------------------------------------------------
 -- Existing state under every key the bad calls name, so an error must leave rows as they were,
 -- not only add none.
@@ -1424,8 +1480,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p
                    AND d.deptype = 'e' AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
           '{}'::text[], 'every SQL-callable function of the extensions has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 71::bigint, 'the matrix covers the 71 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 1303::bigint, 'the matrix holds 1303 bad calls');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 74::bigint, 'the matrix covers the 74 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 1333::bigint, 'the matrix holds 1333 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 
