@@ -206,7 +206,16 @@ struct PolicyRequest {
     std::string_view key;
     const KeyOverrideRule* key_override = nullptr;  // the row for (policy, key), expired or not
     ListVerdict lists;
+    // A policy with a tier lookup decides with the tier its lookup gave for the key (null: no
+    // tier), never with the call's: the caller cannot choose it.
+    bool tier_looked_up = false;
+    const TierRule* looked_up_tier = nullptr;
 };
+
+// The tier `request` decides with: its lookup's, or else the call's `tier`.
+inline const TierRule* request_tier(const PolicyRequest& request, const TierRule* tier) noexcept {
+    return request.tier_looked_up ? request.looked_up_tier : tier;
+}
 
 // The effective limit of `rule` under `key_override` (if it applies at `now`) or else `tier`
 // (either may be null): multipliers on limit and burst, rounded down, within [1, 2^31 - 1].

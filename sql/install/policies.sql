@@ -43,7 +43,13 @@ CREATE TABLE ratelimit.policies (
     -- Delay instead of deny (token_bucket and gcra): a call that would wait at most max_delay is
     -- admitted for that later instant, its slot taken now; its retry_after_ms says how long to
     -- wait before going. NULL: never delayed.
-    max_delay interval
+    max_delay interval,
+    -- Limits and tiers from the app's data: functions (p_subject text, p_user uuid), STABLE,
+    -- owned by a superuser or ratelimit's owner, asked on every call for the subject's tier
+    -- (a name in ratelimit.tiers, or NULL for none; the caller's p_tier no longer applies to
+    -- this policy) and its limit (NULL: the policy's).
+    tier_lookup regprocedure,
+    limit_lookup regprocedure
 );
 
 COMMENT ON TABLE ratelimit.policies IS
@@ -59,6 +65,42 @@ CREATE FUNCTION ratelimit.validate_policy_options(
 RETURNS void
 LANGUAGE c STABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ratelimit_validate_policy_options';
+
+-- @begin validate_policy_lookup
+-- Raises 22023 naming p_column unless p_function can be a policy's lookup: (text, uuid) returning
+-- p_returns, one row, STABLE or IMMUTABLE, owned by a superuser or ratelimit's owner.
+CREATE OR REPLACE FUNCTION ratelimit.validate_policy_lookup(p_column text, p_function regprocedure, p_returns regtype)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    lookup_row pg_catalog.pg_proc%ROWTYPE;
+BEGIN
+    SELECT * INTO lookup_row FROM pg_catalog.pg_proc WHERE oid = p_function;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: function % does not exist', p_column, p_function::pg_catalog.oid
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- proargtypes is an oidvector, numbered from 0.
+    IF lookup_row.pronargs <> 2 OR lookup_row.proargtypes[0] <> 'text'::pg_catalog.regtype
+       OR lookup_row.proargtypes[1] <> 'uuid'::pg_catalog.regtype
+       OR lookup_row.prorettype <> p_returns OR lookup_row.proretset OR lookup_row.prokind <> 'f' THEN
+        RAISE EXCEPTION '%: % must take (p_subject text, p_user uuid) and return one %', p_column, p_function, p_returns
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF lookup_row.provolatile = 'v' THEN
+        RAISE EXCEPTION '%: % must be STABLE or IMMUTABLE: a lookup reads, it never writes', p_column, p_function
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = lookup_row.proowner
+                   AND (r.rolsuper OR r.oid = (SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname = 'ratelimit'))) THEN
+        RAISE EXCEPTION '%: % must be owned by a superuser or ratelimit''s owner: every call runs it', p_column, p_function
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+-- @end validate_policy_lookup
 
 -- @begin policies_validate
 CREATE OR REPLACE FUNCTION ratelimit.policies_validate()
@@ -89,6 +131,15 @@ BEGIN
         RAISE EXCEPTION 'quota_unit must be requests, content-bytes, concurrent-requests or another token (a letter or *, then letters, digits or !#$&''*+-.^_`|~:/, at most 63 characters) (got "%")',
             left(NEW.quota_unit, 64)
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A lookup is called on every call, as the caller, with the policy's subject: a function of
+    -- (text, uuid) returning the tier's name or the limit, that writes nothing and that only the
+    -- administrators who write the policies can change.
+    IF NEW.tier_lookup IS NOT NULL THEN
+        PERFORM ratelimit.validate_policy_lookup('tier_lookup', NEW.tier_lookup, 'text');
+    END IF;
+    IF NEW.limit_lookup IS NOT NULL THEN
+        PERFORM ratelimit.validate_policy_lookup('limit_lookup', NEW.limit_lookup, 'integer');
     END IF;
     -- A concurrency policy is decided by leases (acquire_policy): its limit is the units in
     -- flight at once, its period the longest a lease is held. Leases live in shared memory and

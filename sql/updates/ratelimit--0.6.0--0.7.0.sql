@@ -58,7 +58,8 @@ COMMENT ON FUNCTION @extschema@.cleanup_old_rate_limit_buckets() IS
 -- @include sql/install/cleanup.sql unschedule_cleanup
 
 ------------------------------------------------------------------------------------------------
--- A policy's name is checked in words; a route may take the request's tier from a JWT claim.
+-- A policy's name is checked in words, and its lookups (below); a route may take the request's
+-- tier from a JWT claim.
 ------------------------------------------------------------------------------------------------
 
 -- @include sql/install/policies.sql policies_validate
@@ -77,6 +78,14 @@ ALTER TABLE ratelimit.request_routes ADD COLUMN tier_claim text,
 DROP VIEW ratelimit.memory_stats;
 DROP FUNCTION ratelimit.memory_stats();
 -- @include sql/install/memory_engine.sql memory_stats
+
+------------------------------------------------------------------------------------------------
+-- Limits and tiers from the app's data: a policy's lookups, checked when written.
+------------------------------------------------------------------------------------------------
+
+ALTER TABLE ratelimit.policies ADD COLUMN tier_lookup regprocedure,
+    ADD COLUMN limit_lookup regprocedure;
+-- @include sql/install/policies.sql validate_policy_lookup
 
 ------------------------------------------------------------------------------------------------
 -- Declared limiters: an app's own function over a policy or an algorithm, and the request's

@@ -296,8 +296,8 @@ PolicyPlan plan_policies(const std::vector<PolicyRequest>& requests, const TierR
             continue;
         }
         bool bypass = false;
-        const Limit limit =
-            unchecked_limit(*request.rule, request.key_override, tier, now, &bypass);
+        const Limit limit = unchecked_limit(*request.rule, request.key_override,
+                                            request_tier(request, tier), now, &bypass);
         std::optional<ArgumentError> invalid;
         if (!bypass) {
             try {

@@ -54,7 +54,9 @@ void carry_out(const PolicyCallInput& call, const PolicyAnswer& answer, PolicyEf
         // The limit the policy decided with (after the override and the tier).
         bool bypass = false;
         const std::int64_t limit =
-            effective_limit(*logged.rule, logged.key_override, call.tier, call.now, &bypass).limit;
+            effective_limit(*logged.rule, logged.key_override, request_tier(logged, call.tier),
+                            call.now, &bypass)
+                .limit;
         effects.log_denial(call, request, limit, retry_after, !logged.rule->shadow);
     }
     for (std::size_t i = 0; i < answer.outcomes.size(); ++i) {

@@ -35,7 +35,7 @@ SET LOCAL ratelimit.test_clock = '2100-01-01 00:00:01+00';
 -- own quota.
 SET LOCAL request.jwt.claims = '{"sub":"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11","role":"authenticated"}';
 
-SELECT plan(4104);
+SELECT plan(4128);
 
 CREATE SCHEMA hostile;
 
@@ -1132,6 +1132,13 @@ FROM (VALUES
 ORDER BY v.n;
 
 -- 11. Policy rows, checked by the policies_validate trigger and the tables' constraints.
+-- A lookup that may write, and one owned by a role that is neither a superuser nor
+-- ratelimit's owner.
+CREATE FUNCTION hostile.volatile_lookup(p_subject text, p_user uuid) RETURNS integer LANGUAGE sql AS 'SELECT 1';
+CREATE ROLE hostile_lookup_owner NOLOGIN;
+GRANT USAGE, CREATE ON SCHEMA hostile TO hostile_lookup_owner;
+CREATE FUNCTION hostile.foreign_lookup(p_subject text, p_user uuid) RETURNS integer LANGUAGE sql STABLE AS 'SELECT 1';
+ALTER FUNCTION hostile.foreign_lookup(text, uuid) OWNER TO hostile_lookup_owner;
 INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
 SELECT 'ratelimit.policies_validate()', v.call, v.sqlstate, v.message, v.why
 FROM (VALUES
@@ -1158,6 +1165,16 @@ FROM (VALUES
      'policy "activity.create_post": max_delay applies only to token_bucket and gcra (got fixed_window)', 'a delay on a fixed-window policy'),
     (109, $q$INSERT INTO ratelimit.policies (name, algorithm, "limit", period, max_delay) VALUES ('hostile.p', 'gcra', 5, '1 minute', '1 month')$q$, '22023',
      'policy "hostile.p": max_delay must not use months or years, whose length varies (use days)', 'a delay of a month'),
+    (110, $q$UPDATE ratelimit.policies SET tier_lookup = 'pg_catalog.now()' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": tier_lookup: now() must take (p_subject text, p_user uuid) and return one text', 'a lookup of another signature'),
+    (111, $q$UPDATE ratelimit.policies SET limit_lookup = 'hostile.volatile_lookup(text,uuid)' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": limit_lookup: hostile.volatile_lookup(text,uuid) must be STABLE or IMMUTABLE: a lookup reads, it never writes', 'a lookup that may write'),
+    (112, $q$UPDATE ratelimit.policies SET limit_lookup = 'hostile.foreign_lookup(text,uuid)' WHERE name = 'activity.create_post'$q$, '22023',
+     'policy "activity.create_post": limit_lookup: hostile.foreign_lookup(text,uuid) must be owned by a superuser or ratelimit''s owner: every call runs it', 'a lookup another role owns and could replace'),
+    (113, $q$UPDATE ratelimit.policies SET tier_lookup = 'hostile.nowhere(text,uuid)' WHERE name = 'activity.create_post'$q$, '42883',
+     'function "hostile.nowhere(text,uuid)" does not exist', 'a lookup that is not there'),
+    (114, $q$UPDATE ratelimit.policies SET tier_lookup = 'hostile.foreign_lookup(text,uuid)); DROP TABLE ratelimit.policies; --' WHERE name = 'activity.create_post'$q$, '22P02',
+     '%', 'SQL as the lookup'),
     (2, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', '2147483648', '1 minute')$q$, '22003',
      'value "2147483648" is out of range for type integer', 'a policy limit of 2^31'),
     (3, $q$INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('hostile.p', 0, '1 minute')$q$, '22023',
@@ -1434,6 +1451,21 @@ FROM (VALUES
 ) AS v(n, f, call, sqlstate, message, why)
 ORDER BY v.n;
 
+INSERT INTO hostile.matrix (function, call, sqlstate, message, why)
+SELECT v.f::regprocedure, v.call, v.sqlstate, v.message, v.why
+FROM (VALUES
+    (1, 'ratelimit.validate_policy_lookup(text,regprocedure,regtype)',
+     $q$SELECT ratelimit.validate_policy_lookup('tier_lookup', 'pg_catalog.now()', 'text')$q$, '22023',
+     'tier_lookup: now() must take (p_subject text, p_user uuid) and return one text', 'another signature'),
+    (2, 'ratelimit.validate_policy_lookup(text,regprocedure,regtype)',
+     $q$SELECT ratelimit.validate_policy_lookup('limit_lookup', 'hostile.foreign_lookup(text,uuid)', 'integer')$q$, '22023',
+     'limit_lookup: hostile.foreign_lookup(text,uuid) must be owned by a superuser or ratelimit''s owner: every call runs it', 'another owner'),
+    (3, 'ratelimit.validate_policy_lookup(text,regprocedure,regtype)',
+     $q$SELECT ratelimit.validate_policy_lookup('limit_lookup', 'hostile.volatile_lookup(text,uuid)', 'text')$q$, '22023',
+     'limit_lookup: hostile.volatile_lookup(text,uuid) must take (p_subject text, p_user uuid) and return one text', 'another result type')
+) AS v(n, f, call, sqlstate, message, why)
+ORDER BY v.n;
+
 ------------------------------------------------------------------------------------------------
 -- Existing state under every key the bad calls name, so an error must leave rows as they were,
 -- not only add none.
@@ -1480,8 +1512,8 @@ SELECT is(ARRAY(SELECT p.oid::regprocedure::text FROM pg_depend d JOIN pg_proc p
                    AND d.deptype = 'e' AND d.classid = 'pg_proc'::regclass
                 EXCEPT SELECT function::text FROM hostile.matrix ORDER BY 1),
           '{}'::text[], 'every SQL-callable function of the extensions has bad calls in the matrix');
-SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 74::bigint, 'the matrix covers the 74 functions');
-SELECT is((SELECT count(*) FROM hostile.matrix), 1333::bigint, 'the matrix holds 1333 bad calls');
+SELECT is((SELECT count(DISTINCT function) FROM hostile.matrix), 75::bigint, 'the matrix covers the 75 functions');
+SELECT is((SELECT count(*) FROM hostile.matrix), 1341::bigint, 'the matrix holds 1341 bad calls');
 SELECT is((SELECT count(DISTINCT call) FROM hostile.matrix), (SELECT count(*) FROM hostile.matrix),
           'no bad call is listed twice');
 

@@ -704,6 +704,33 @@ TEST(PolicyPlans, TheFirstDenyListEntryEndsTheCallAndSkippedOnesCountAsAllowed) 
                                           PolicyOutcome::kNone}));
 }
 
+TEST(PolicyPlans, ALookedUpTierReplacesTheCallersForItsPolicyOnly) {
+    const PolicyRule a = rule_of(Algorithm::kFixedWindow, 5, kMicrosPerMinute);
+    const PolicyRule b = rule_of(Algorithm::kFixedWindow, 10, kMicrosPerMinute);
+    const PolicyRule c = rule_of(Algorithm::kFixedWindow, 4, kMicrosPerMinute);
+    const TierRule premium{"premium", Multiplier::parse("m", "2"), false};
+    const TierRule staff{"staff", Multiplier::parse("m", "1"), true};
+    std::vector<PolicyRequest> requests(3);
+    requests[0] = PolicyRequest{&a, "x", nullptr, ListVerdict{false, false, std::nullopt}};
+    requests[1] = PolicyRequest{&b, "x", nullptr, ListVerdict{false, false, std::nullopt}};
+    requests[2] = PolicyRequest{&c, "x", nullptr, ListVerdict{false, false, std::nullopt}};
+    // a: its lookup found no tier, so the caller's premium does not apply; b: no lookup, the
+    // caller's tier applies; c: its lookup says staff, which bypasses it.
+    requests[0].tier_looked_up = true;
+    requests[2].tier_looked_up = true;
+    requests[2].looked_up_tier = &staff;
+    const PolicyPlan plan = plan_policies(requests, &premium, 1, kT0);
+    ASSERT_EQ(plan.kind, PolicyPlan::Kind::kDecide);
+    ASSERT_EQ(plan.checked.size(), 2u);
+    EXPECT_EQ(plan.checked[0].request, 0u);
+    EXPECT_EQ(plan.checked[0].limit.limit, 5);
+    EXPECT_EQ(plan.checked[1].request, 1u);
+    EXPECT_EQ(plan.checked[1].limit.limit, 20);
+    EXPECT_EQ(plan.skipped, std::vector<std::size_t>{2});
+    EXPECT_EQ(request_tier(requests[0], &premium), nullptr);
+    EXPECT_EQ(request_tier(requests[1], &premium), &premium);
+}
+
 TEST(PolicyNearLimit, MoreThanTheRatioOfTheLimitUsedAfterTheCharge) {
     // limit 10, ratio 0.8: floor(8) units may be used without being near; 9 and 10 are near.
     EXPECT_FALSE(near_limit(10, 3, 0.8));  // 7 used

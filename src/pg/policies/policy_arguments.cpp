@@ -21,7 +21,10 @@ extern "C" {
 
 #include "mb/pg_wchar.h"
 #include "utils/array.h"
+#include "utils/builtins.h"
 #include "utils/inet.h"
+#include "utils/syscache.h"
+#include "utils/uuid.h"
 }
 
 #include "ratelimit/error.hpp"
@@ -68,6 +71,49 @@ std::optional<IpAddress> caller_ip(FunctionCallInfo fcinfo, int index) {
     address.family = ip_family(value) == PGSQL_AF_INET ? 4 : 6;
     std::memcpy(address.bytes.data(), ip_addr(value), address.family == 4 ? 4 : 16);
     return caller_address(address);
+}
+
+// What a policy's lookup gave for the subject: a tier's name or a limit, or nothing (NULL).
+struct LookedUp {
+    bool found = false;      // the function still exists
+    bool is_null = true;     // it answered NULL
+    std::string tier;        // a tier lookup's answer
+    std::int64_t limit = 0;  // a limit lookup's answer
+};
+
+// Calls a policy's lookup `function` (p_subject text, p_user uuid) as the caller, in the
+// caller's snapshot: the app's own data decides, and a change to it is seen by the next call.
+LookedUp call_lookup(Oid function, bool tier, Datum subject, const std::optional<Uuid>& user) {
+    LookedUp answer;
+    call_postgres([&] {
+        if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(function)))
+            return;
+        answer.found = true;
+        FmgrInfo flinfo;
+        fmgr_info(function, &flinfo);
+        LOCAL_FCINFO(call, 2);
+        InitFunctionCallInfoData(*call, &flinfo, 2, InvalidOid, nullptr, nullptr);
+        call->args[0].value = subject;
+        call->args[0].isnull = false;
+        call->args[1].value = 0;
+        call->args[1].isnull = !user.has_value();
+        if (user) {
+            pg_uuid_t* id = static_cast<pg_uuid_t*>(palloc(sizeof(pg_uuid_t)));
+            std::memcpy(id->data, user->data(), UUID_LEN);
+            call->args[1].value = UUIDPGetDatum(id);
+        }
+        const Datum value = FunctionCallInvoke(call);
+        if (call->isnull)
+            return;
+        answer.is_null = false;
+        if (tier) {
+            const text* name = DatumGetTextPP(value);
+            answer.tier.assign(VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
+        } else {
+            answer.limit = DatumGetInt32(value);
+        }
+    });
+    return answer;
 }
 
 std::optional<Uuid> caller_user(FunctionCallInfo fcinfo, int index) {
@@ -137,6 +183,53 @@ std::string first_characters(std::string_view text, int count) {
     }
     return std::string(text.substr(0, end));
 }
+
+namespace {
+
+// A policy's lookups, asked for the subject (the key as the caller gave it): the tier replaces
+// the caller's for this policy (none when it answers NULL); the limit replaces the policy's, in
+// a copy of the rule the call keeps. Every answer is checked as a policy row's would be.
+void apply_lookups(const PolicyCatalog& catalog, const ArgumentNames& names, int i,
+                   PolicyCall& call, ResolvedPolicy& resolved, PolicyRequest& request) {
+    const PolicyLookups* lookups = catalog.policy_lookups(resolved.rule->name);
+    if (lookups == nullptr)
+        return;
+    const std::string where = names.policy(i) + ": policy \"" + resolved.rule->name + "\"'s ";
+    auto gone = [&](const char* column) {
+        return ArgumentError(ErrorKind::kInvalidArgument, names.policy(i),
+                             where + column + " function no longer exists");
+    };
+    if (lookups->tier != InvalidOid) {
+        const LookedUp tier = call_lookup(lookups->tier, true, resolved.key, call.caller.user);
+        if (!tier.found)
+            throw gone("tier_lookup");
+        request.tier_looked_up = true;
+        if (!tier.is_null) {
+            request.looked_up_tier = catalog.tier(tier.tier);
+            if (request.looked_up_tier == nullptr)
+                throw ArgumentError(ErrorKind::kInvalidArgument, names.policy(i),
+                                    where + "tier_lookup gave an unknown tier \"" +
+                                        first_characters(tier.tier, 64) + "\"");
+        }
+    }
+    if (lookups->limit != InvalidOid) {
+        const LookedUp limit = call_lookup(lookups->limit, false, resolved.key, call.caller.user);
+        if (!limit.found)
+            throw gone("limit_lookup");
+        if (!limit.is_null) {
+            if (limit.limit < 1)
+                throw ArgumentError(ErrorKind::kInvalidArgument, names.policy(i),
+                                    where + "limit_lookup gave a limit of " +
+                                        std::to_string(limit.limit) + " (at least 1)");
+            auto rule = std::make_unique<PolicyRule>(*resolved.rule);
+            rule->limit = limit.limit;
+            resolved.rule = rule.get();
+            call.calendar_rules.push_back(std::move(rule));
+        }
+    }
+}
+
+}  // namespace
 
 PolicyCall read_policy_call(FunctionCallInfo fcinfo, const ArgumentNames& names,
                             const PolicyCatalog& catalog, Micros now, const TextList& policies,
@@ -210,8 +303,9 @@ PolicyCall read_policy_call(FunctionCallInfo fcinfo, const ArgumentNames& names,
     }
     input.requests.resize(count);
     for (int i = 0; i < count; ++i) {
-        const ResolvedPolicy& resolved = call.policies[i];
+        ResolvedPolicy& resolved = call.policies[i];
         PolicyRequest& request = input.requests[i];
+        apply_lookups(catalog, names, i, call, resolved, request);
         request.rule = resolved.rule;
         request.key = text_bytes(resolved.key);
         request.key_override = catalog.key_override(resolved.rule->name, request.key);

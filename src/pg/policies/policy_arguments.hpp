@@ -67,8 +67,9 @@ struct PolicyCall {
     std::string tier_name;
     Caller caller;
     ArgumentNames names;
-    // The call's copies of its calendar policies, with the window holding now set: the
-    // policies' rule points here instead of the cache.
+    // The call's copies of its policies whose rule differs from the cache's: a calendar
+    // policy's with the window holding now set, a looked-up limit's. The policies' rule points
+    // here instead of the cache.
     std::vector<std::unique_ptr<PolicyRule>> calendar_rules;
 };
 

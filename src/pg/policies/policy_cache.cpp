@@ -66,6 +66,9 @@ struct RawRows {
 struct Column {
     const char* name;
     Oid type;
+    // A column a later version added: a table of the version before (the library is new, the
+    // update has not run yet) reads as NULL there.
+    bool added_later = false;
 };
 
 // An interval[] as a palloc'd int64 array: the element count, then each element's length in
@@ -97,7 +100,7 @@ void read_rows(Oid schema, Table which, const Column* columns, int column_count,
     watched[which] = relid;
     Relation rel = table_open(relid, AccessShareLock);
     TupleDesc desc = RelationGetDescr(rel);
-    AttrNumber attnums[16];
+    AttrNumber attnums[24];
     for (int c = 0; c < column_count; ++c) {
         attnums[c] = InvalidAttrNumber;
         for (int a = 0; a < desc->natts; ++a) {
@@ -107,7 +110,7 @@ void read_rows(Oid schema, Table which, const Column* columns, int column_count,
                 attribute->atttypid == columns[c].type)
                 attnums[c] = attribute->attnum;
         }
-        if (attnums[c] == InvalidAttrNumber) {
+        if (attnums[c] == InvalidAttrNumber && !columns[c].added_later) {
             ereport(ERROR,
                     (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                      errmsg("ratelimit: table \"%s\" has been altered", name),
@@ -131,8 +134,10 @@ void read_rows(Oid schema, Table which, const Column* columns, int column_count,
                 static_cast<bool*>(repalloc(out->nulls, sizeof(bool) * capacity * column_count));
         }
         for (int c = 0; c < column_count; ++c) {
-            bool is_null = false;
-            Datum value = heap_getattr(tuple, attnums[c], desc, &is_null);
+            bool is_null = true;
+            Datum value = attnums[c] == InvalidAttrNumber
+                              ? static_cast<Datum>(0)
+                              : heap_getattr(tuple, attnums[c], desc, &is_null);
             const int at = out->rows * column_count + c;
             out->nulls[at] = is_null;
             if (is_null) {
@@ -247,6 +252,12 @@ void load_policies(const RawRows& rows, PolicyCatalog* out) {
             const Interval* delay = DatumGetIntervalP(v[15]);
             rule.max_delay = interval_length(argument, delay->month, delay->day, delay->time);
         }
+        if (!n[16] || !n[17]) {
+            PolicyLookups lookups;
+            lookups.tier = n[16] ? InvalidOid : DatumGetObjectId(v[16]);
+            lookups.limit = n[17] ? InvalidOid : DatumGetObjectId(v[17]);
+            out->lookups.emplace(rule.name, lookups);
+        }
         std::string name = rule.name;
         out->policies.emplace(std::move(name), std::move(rule));
     }
@@ -338,7 +349,9 @@ constexpr Column kPolicyColumns[] = {{"name", TEXTOID},
                                      {"reset_jitter", INTERVALOID},
                                      {"penalty_blocks", INTERVALARRAYOID},
                                      {"penalty_decay", INTERVALOID},
-                                     {"max_delay", INTERVALOID}};
+                                     {"max_delay", INTERVALOID},
+                                     {"tier_lookup", REGPROCEDUREOID, true},
+                                     {"limit_lookup", REGPROCEDUREOID, true}};
 constexpr Column kTierColumns[] = {
     {"name", TEXTOID}, {"multiplier", NUMERICOID}, {"bypass", BOOLOID}};
 constexpr Column kOverrideColumns[] = {{"policy", TEXTOID}, {"key", TEXTOID},
@@ -412,6 +425,13 @@ std::string& lookup_buffer(std::string_view first, std::string_view second = {},
 }
 
 }  // namespace
+
+const PolicyLookups* PolicyCatalog::policy_lookups(std::string_view policy) const {
+    if (lookups.empty())
+        return nullptr;
+    const auto found = lookups.find(lookup_buffer(policy));
+    return found == lookups.end() ? nullptr : &found->second;
+}
 
 const PolicyRule* PolicyCatalog::policy(std::string_view name) const {
     const auto found = policies.find(lookup_buffer(name));

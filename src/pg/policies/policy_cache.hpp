@@ -36,6 +36,13 @@ struct CalendarPolicy {
     pg_tz* zone = nullptr;
 };
 
+// The functions a policy asks, for each key, for the key's tier and limit (the tier_lookup and
+// limit_lookup columns): InvalidOid when it has none.
+struct PolicyLookups {
+    Oid tier = InvalidOid;
+    Oid limit = InvalidOid;
+};
+
 struct PolicyCatalog {
     std::unordered_map<std::string, PolicyRule> policies;
     std::unordered_map<std::string, TierRule> tiers;
@@ -50,13 +57,16 @@ struct PolicyCatalog {
     std::unordered_map<std::string, Micros> reset_jitters;
     // The key of the pk parameter's hash; empty when the table has no row.
     std::string partition_secret;
+    // A policy's lookups (tier_lookup, limit_lookup), for the policies that have one.
+    std::unordered_map<std::string, PolicyLookups> lookups;
 
     const PolicyRule* policy(std::string_view name) const;
     const TierRule* tier(std::string_view name) const;
     const KeyOverrideRule* key_override(std::string_view policy, std::string_view key) const;
     const std::string* quota_unit(std::string_view policy) const;
     const CalendarPolicy* calendar(std::string_view policy) const;
-    Micros reset_jitter(std::string_view policy) const;  // 0: none
+    Micros reset_jitter(std::string_view policy) const;                  // 0: none
+    const PolicyLookups* policy_lookups(std::string_view policy) const;  // null: none
 };
 
 // The committed rows of the policy tables in `schema` (see the rules above).
