@@ -47,9 +47,11 @@ CREATE TABLE ratelimit.policies (
     -- Limits and tiers from the app's data: functions (p_subject text, p_user uuid), STABLE,
     -- owned by a superuser or ratelimit's owner, asked on every call for the subject's tier
     -- (a name in ratelimit.tiers, or NULL for none; the caller's p_tier no longer applies to
-    -- this policy) and its limit (NULL: the policy's).
-    tier_lookup regprocedure,
-    limit_lookup regprocedure
+    -- this policy) and its limit (NULL: the policy's). Each is kept as its signature, qualified
+    -- with its schema (text: pg_upgrade refuses tables with a column of a reg* type such as
+    -- regprocedure, whose OIDs it does not keep).
+    tier_lookup text,
+    limit_lookup text
 );
 
 COMMENT ON TABLE ratelimit.policies IS
@@ -67,37 +69,48 @@ LANGUAGE c STABLE PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'ratelimit_validate_policy_options';
 
 -- @begin validate_policy_lookup
--- Raises 22023 naming p_column unless p_function can be a policy's lookup: (text, uuid) returning
--- p_returns, one row, STABLE or IMMUTABLE, owned by a superuser or ratelimit's owner.
-CREATE OR REPLACE FUNCTION ratelimit.validate_policy_lookup(p_column text, p_function regprocedure, p_returns regtype)
-RETURNS void
+-- Raises 22023 naming p_column unless p_function names, with its schema, a function that can be
+-- a policy's lookup: (text, uuid) returning p_returns, one row, STABLE or IMMUTABLE, owned by a
+-- superuser or ratelimit's owner. Returns its signature as the policy keeps it.
+CREATE OR REPLACE FUNCTION ratelimit.validate_policy_lookup(p_column text, p_function text, p_returns regtype)
+RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    lookup_oid pg_catalog.oid;
     lookup_row pg_catalog.pg_proc%ROWTYPE;
 BEGIN
-    SELECT * INTO lookup_row FROM pg_catalog.pg_proc WHERE oid = p_function;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION '%: function % does not exist', p_column, p_function::pg_catalog.oid
+    -- Read by the type's input function, never run as SQL; with search_path pinned, a name
+    -- without its schema finds only pg_catalog's.
+    BEGIN
+        lookup_oid := pg_catalog.to_regprocedure(p_function);
+    EXCEPTION WHEN OTHERS THEN
+        lookup_oid := NULL;
+    END;
+    IF lookup_oid IS NULL THEN
+        RAISE EXCEPTION '%: no function % (name it with its schema and argument types, as in my_schema.tier_of(text,uuid))',
+            p_column, pg_catalog.quote_literal(pg_catalog.left(p_function, 200))
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    SELECT * INTO lookup_row FROM pg_catalog.pg_proc WHERE oid = lookup_oid;
     -- proargtypes is an oidvector, numbered from 0.
     IF lookup_row.pronargs <> 2 OR lookup_row.proargtypes[0] <> 'text'::pg_catalog.regtype
        OR lookup_row.proargtypes[1] <> 'uuid'::pg_catalog.regtype
        OR lookup_row.prorettype <> p_returns OR lookup_row.proretset OR lookup_row.prokind <> 'f' THEN
-        RAISE EXCEPTION '%: % must take (p_subject text, p_user uuid) and return one %', p_column, p_function, p_returns
+        RAISE EXCEPTION '%: % must take (p_subject text, p_user uuid) and return one %', p_column, lookup_oid::pg_catalog.regprocedure, p_returns
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF lookup_row.provolatile = 'v' THEN
-        RAISE EXCEPTION '%: % must be STABLE or IMMUTABLE: a lookup reads, it never writes', p_column, p_function
+        RAISE EXCEPTION '%: % must be STABLE or IMMUTABLE: a lookup reads, it never writes', p_column, lookup_oid::pg_catalog.regprocedure
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = lookup_row.proowner
                    AND (r.rolsuper OR r.oid = (SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname = 'ratelimit'))) THEN
-        RAISE EXCEPTION '%: % must be owned by a superuser or ratelimit''s owner: every call runs it', p_column, p_function
+        RAISE EXCEPTION '%: % must be owned by a superuser or ratelimit''s owner: every call runs it', p_column, lookup_oid::pg_catalog.regprocedure
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    RETURN lookup_oid::pg_catalog.regprocedure::text;
 END
 $$;
 -- @end validate_policy_lookup
@@ -136,10 +149,10 @@ BEGIN
     -- (text, uuid) returning the tier's name or the limit, that writes nothing and that only the
     -- administrators who write the policies can change.
     IF NEW.tier_lookup IS NOT NULL THEN
-        PERFORM ratelimit.validate_policy_lookup('tier_lookup', NEW.tier_lookup, 'text');
+        NEW.tier_lookup := ratelimit.validate_policy_lookup('tier_lookup', NEW.tier_lookup, 'text');
     END IF;
     IF NEW.limit_lookup IS NOT NULL THEN
-        PERFORM ratelimit.validate_policy_lookup('limit_lookup', NEW.limit_lookup, 'integer');
+        NEW.limit_lookup := ratelimit.validate_policy_lookup('limit_lookup', NEW.limit_lookup, 'integer');
     END IF;
     -- A concurrency policy is decided by leases (acquire_policy): its limit is the units in
     -- flight at once, its period the longest a lease is held. Leases live in shared memory and

@@ -83,8 +83,8 @@ DROP FUNCTION ratelimit.memory_stats();
 -- Limits and tiers from the app's data: a policy's lookups, checked when written.
 ------------------------------------------------------------------------------------------------
 
-ALTER TABLE ratelimit.policies ADD COLUMN tier_lookup regprocedure,
-    ADD COLUMN limit_lookup regprocedure;
+ALTER TABLE ratelimit.policies ADD COLUMN tier_lookup text,
+    ADD COLUMN limit_lookup text;
 -- @include sql/install/policies.sql validate_policy_lookup
 
 ------------------------------------------------------------------------------------------------

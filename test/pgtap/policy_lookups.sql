@@ -65,7 +65,7 @@ SELECT throws_ok($$UPDATE ratelimit.policies SET tier_lookup = 'public.writes(te
 SELECT throws_ok($$UPDATE ratelimit.policies SET limit_lookup = 'public.profile_tier(text,uuid)' WHERE name = 'lookups.api'$$,
                  '22023', 'policy "lookups.api": limit_lookup: public.profile_tier(text,uuid) must take (p_subject text, p_user uuid) and return one integer',
                  'a lookup of the wrong result type is refused');
-SELECT is((SELECT tier_lookup::text FROM ratelimit.policies WHERE name = 'lookups.api'), 'profile_tier(text,uuid)',
+SELECT is((SELECT tier_lookup FROM ratelimit.policies WHERE name = 'lookups.api'), 'public.profile_tier(text,uuid)',
           'and the policy is left as it was');
 
 SELECT * FROM finish();

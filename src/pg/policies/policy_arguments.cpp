@@ -23,7 +23,6 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/inet.h"
-#include "utils/syscache.h"
 #include "utils/uuid.h"
 }
 
@@ -83,11 +82,19 @@ struct LookedUp {
 
 // Calls a policy's lookup `function` (p_subject text, p_user uuid) as the caller, in the
 // caller's snapshot: the app's own data decides, and a change to it is seen by the next call.
-LookedUp call_lookup(Oid function, bool tier, Datum subject, const std::optional<Uuid>& user) {
+LookedUp call_lookup(const std::string& signature, bool tier, Datum subject,
+                     const std::optional<Uuid>& user) {
     LookedUp answer;
     call_postgres([&] {
-        if (!SearchSysCacheExists1(PROCOID, ObjectIdGetDatum(function)))
+        // By its signature, as the policy keeps it (qualified with its schema).
+        LOCAL_FCINFO(resolve, 1);
+        InitFunctionCallInfoData(*resolve, nullptr, 1, InvalidOid, nullptr, nullptr);
+        resolve->args[0].value = CStringGetTextDatum(signature.c_str());
+        resolve->args[0].isnull = false;
+        const Datum found = to_regprocedure(resolve);
+        if (resolve->isnull)
             return;
+        const Oid function = DatumGetObjectId(found);
         answer.found = true;
         FmgrInfo flinfo;
         fmgr_info(function, &flinfo);
@@ -199,7 +206,7 @@ void apply_lookups(const PolicyCatalog& catalog, const ArgumentNames& names, int
         return ArgumentError(ErrorKind::kInvalidArgument, names.policy(i),
                              where + column + " function no longer exists");
     };
-    if (lookups->tier != InvalidOid) {
+    if (!lookups->tier.empty()) {
         const LookedUp tier = call_lookup(lookups->tier, true, resolved.key, call.caller.user);
         if (!tier.found)
             throw gone("tier_lookup");
@@ -212,7 +219,7 @@ void apply_lookups(const PolicyCatalog& catalog, const ArgumentNames& names, int
                                         first_characters(tier.tier, 64) + "\"");
         }
     }
-    if (lookups->limit != InvalidOid) {
+    if (!lookups->limit.empty()) {
         const LookedUp limit = call_lookup(lookups->limit, false, resolved.key, call.caller.user);
         if (!limit.found)
             throw gone("limit_lookup");

@@ -254,8 +254,10 @@ void load_policies(const RawRows& rows, PolicyCatalog* out) {
         }
         if (!n[16] || !n[17]) {
             PolicyLookups lookups;
-            lookups.tier = n[16] ? InvalidOid : DatumGetObjectId(v[16]);
-            lookups.limit = n[17] ? InvalidOid : DatumGetObjectId(v[17]);
+            if (!n[16])
+                lookups.tier = text_string(v[16]);
+            if (!n[17])
+                lookups.limit = text_string(v[17]);
             out->lookups.emplace(rule.name, lookups);
         }
         std::string name = rule.name;
@@ -350,8 +352,8 @@ constexpr Column kPolicyColumns[] = {{"name", TEXTOID},
                                      {"penalty_blocks", INTERVALARRAYOID},
                                      {"penalty_decay", INTERVALOID},
                                      {"max_delay", INTERVALOID},
-                                     {"tier_lookup", REGPROCEDUREOID, true},
-                                     {"limit_lookup", REGPROCEDUREOID, true}};
+                                     {"tier_lookup", TEXTOID, true},
+                                     {"limit_lookup", TEXTOID, true}};
 constexpr Column kTierColumns[] = {
     {"name", TEXTOID}, {"multiplier", NUMERICOID}, {"bypass", BOOLOID}};
 constexpr Column kOverrideColumns[] = {{"policy", TEXTOID}, {"key", TEXTOID},

@@ -37,10 +37,12 @@ struct CalendarPolicy {
 };
 
 // The functions a policy asks, for each key, for the key's tier and limit (the tier_lookup and
-// limit_lookup columns): InvalidOid when it has none.
+// limit_lookup columns).
 struct PolicyLookups {
-    Oid tier = InvalidOid;
-    Oid limit = InvalidOid;
+    // Each function's signature, qualified with its schema; empty when the policy has none.
+    // Looked up by name at each call, so a function made again is found.
+    std::string tier;
+    std::string limit;
 };
 
 struct PolicyCatalog {
