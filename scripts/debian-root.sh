@@ -9,6 +9,8 @@
 #                                             inside it, in that copy
 #   scripts/debian-root.sh path MAJOR         print its directory
 #   scripts/debian-root.sh source MAJOR       print where this clone's copy is, seen from here
+#   scripts/debian-root.sh add-15 MAJOR       install Debian 12's PostgreSQL 15 in the root too,
+#                                             beside its own major, for pg_upgrade from 15
 #
 # Roots live outside the clone, in $RATELIMIT_ROOTS (default /var/lib/ratelimit/roots), one
 # directory per Debian codename, so that every clone and every run reuses them. A root is made
@@ -35,7 +37,7 @@ root_source="/usr/src/ratelimit-$(basename "$repository")-$(printf '%s' "$reposi
 marker=.ratelimit-root
 
 usage() {
-    sed -n '2,12s/^# \{0,1\}//p' "$0" >&2
+    sed -n '2,14s/^# \{0,1\}//p' "$0" >&2
     exit 2
 }
 
@@ -44,17 +46,18 @@ die() {
     exit 1
 }
 
-# The Debian mirror named in this machine's apt sources (deb822 or one-line format).
+# The Debian mirror named in this machine's apt sources (deb822 or one-line format); with
+# `debian-security`, the security archive's.
 debian_mirror() {
-    local mirror
+    local archive="${1:-debian}" mirror
     mirror="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
-        sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n' | grep -E '/debian/?$' | head -1 || true)"
+        sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n' | grep -E "/$archive/?\$" | head -1 || true)"
     if [ -z "$mirror" ]; then
         mirror="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
             awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' |
-            grep -E '/debian/?$' | head -1 || true)"
+            grep -E "/$archive/?\$" | head -1 || true)"
     fi
-    echo "${mirror:-http://deb.debian.org/debian}"
+    echo "${mirror:-http://deb.debian.org/$archive}"
 }
 
 # Unmounts whatever is still mounted under DIR (deepest first); true when nothing is left.
@@ -236,6 +239,35 @@ sync_into_root() {
         "$repository/" "$dir$root_source/"
 }
 
+# add-15: Debian 12's postgresql-15 in a newer root, beside the root's own major, so that one
+# pg_upgrade there sees both (test/pg_upgrade.sh). bookworm's sources are there for this
+# installation only, at a priority below the root's own release, so that bookworm gives only
+# what the root lacks: postgresql-15 and the libraries it was linked with (ICU 72, LLVM 14,
+# OpenLDAP 2.5; in forky also Debian 12's libxml2 and GnuTLS), never an older copy of a package
+# the root has. Done once: the packages stay, and a root that has them is left as it is.
+add_postgresql_15() {
+    local dir="$1" log status=0
+    local sources=/etc/apt/sources.list.d/ratelimit-bookworm.list pin=/etc/apt/preferences.d/ratelimit-bookworm
+    [ ! -x "$dir/usr/lib/postgresql/15/bin/postgres" ] || return 0
+    log="$roots/$(basename "$dir").add-15.log"
+    echo "debian-root: installing Debian 12's postgresql-15 in $dir" >&2
+    mkdir -p "$dir/etc/apt/sources.list.d" "$dir/etc/apt/preferences.d"
+    {
+        echo "deb $(debian_mirror) bookworm main"
+        echo "deb $(debian_mirror debian-security) bookworm-security main"
+    } >"$dir$sources"
+    printf 'Package: *\nPin: release n=%s\nPin-Priority: 100\n\n' bookworm bookworm-security >"$dir$pin"
+    unshare --mount --propagation private -- "$0" __inside "$dir" /bin/sh -c \
+        'export DEBIAN_FRONTEND=noninteractive; apt-get update -qq &&
+         apt-get install -y -qq --no-install-recommends postgresql-15' >"$log" 2>&1 || status=$?
+    # bookworm's sources go, and their package lists with them.
+    rm -f "$dir$sources" "$dir$pin" "$dir"/var/lib/apt/lists/*_dists_bookworm[_-]*
+    if [ "$status" -ne 0 ] || [ ! -x "$dir/usr/lib/postgresql/15/bin/postgres" ]; then
+        tail -20 "$log" >&2
+        die "installing postgresql-15 in $dir failed (log: $log)"
+    fi
+}
+
 [ "$#" -ge 1 ] || usage
 [ "$(id -u)" -eq 0 ] || die "run as root (debootstrap, chroot and mount need it)"
 command="$1"
@@ -257,6 +289,12 @@ sync)
     [ "$#" -eq 1 ] || usage
     with_root_in_use "$1" __sync
     ;;
+add-15)
+    [ "$#" -eq 1 ] || usage
+    [ "$1" != 15 ] || die "PostgreSQL 15 is the bookworm root's own"
+    codename_of_major "$1" >/dev/null
+    with_root_in_use "$1" __add_15
+    ;;
 run)
     [ "$#" -ge 2 ] || usage
     major="$1"
@@ -266,6 +304,9 @@ run)
 # What the subcommands above run with the root's lock held; the root's directory comes last.
 __sync)
     sync_into_root "$1"
+    ;;
+__add_15)
+    add_postgresql_15 "$1"
     ;;
 __run)
     dir="${*: -1}"

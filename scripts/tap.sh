@@ -3,6 +3,7 @@
 #
 #   ok STATUS DESCRIPTION        a check: STATUS 0 passes, anything else fails
 #   is GOT EXPECTED DESCRIPTION  a check that GOT equals EXPECTED, showing both when not
+#   skip DESCRIPTION REASON      a check that could not be made here, and why
 #
 # `checks` and `failures` count them; the script prints its plan and exits on `failures`.
 
@@ -26,4 +27,8 @@ is() {
         echo "#   got:      $got"
         echo "#   expected: $expected"
     fi
+}
+skip() {
+    checks=$((checks + 1))
+    echo "ok $checks - $1 # SKIP $2"
 }

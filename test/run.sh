@@ -8,7 +8,8 @@
 #     them the first time, about 5 minutes each, and reuses them after): this working tree is
 #     copied into the root and built there, so objects of different majors never meet;
 #   - on 17 and 18, `cross-major` also restores a `pg_dump -Fc` of a 15 database into that
-#     major (test/cross_major.sh).
+#     major (test/cross_major.sh), and moves a 15 cluster to it with pg_upgrade
+#     (test/pg_upgrade.sh).
 #
 #   bash test/run.sh                          every suite on 15, 17 and 18
 #   bash test/run.sh --pg 17                  on 17 only (also: PG_MAJOR=17 bash test/run.sh)
@@ -181,6 +182,9 @@ for major in "${majors[@]}"; do
         cross_arguments=()
         [ "$in_roots" = false ] || cross_arguments=(--in-roots)
         run_one "$major" cross-major bash test/cross_major.sh "${cross_arguments[@]}" "$major"
+        echo
+        echo "##### PostgreSQL 15 -> $major: pg_upgrade, every engine in use"
+        run_one "$major" pg-upgrade bash test/pg_upgrade.sh "${cross_arguments[@]}" "$major"
     fi
     if is_wanted package; then
         echo
