@@ -5,7 +5,8 @@
 -- catalog lookup or is quoted as a literal, never spliced in as the caller wrote it.
 
 -- What a declared function can return, by field: its default type and its value, an expression
--- over the decision (ratelimit_d, a ratelimit.decision or ratelimit.policy_decision).
+-- over the decision (ratelimit_d, a ratelimit.decision or ratelimit.policy_decision), every
+-- operator, function and type in it named with its schema (see declare_limiter).
 -- @begin declared_limiter_fields
 CREATE OR REPLACE FUNCTION ratelimit.declared_limiter_fields()
 RETURNS TABLE (field text, default_type regtype, expression text, description text)
@@ -17,13 +18,13 @@ AS $$
         ('limited', 'boolean', 'NOT ratelimit_d.allowed', 'the call is over the limit'),
         ('limit', 'integer', 'ratelimit_d."limit"', 'the limit in force'),
         ('remaining', 'integer', 'ratelimit_d.remaining', 'what a call could take now'),
-        ('used', 'integer', 'ratelimit_d."limit" - ratelimit_d.remaining', 'the limit less what remains: the count in the window'),
-        ('retry_after', 'integer', '(ceil(ratelimit_d.retry_after_ms / 1000.0))::integer', 'seconds until a denied call would be allowed (0 when allowed)'),
+        ('used', 'integer', 'ratelimit_d."limit" OPERATOR(pg_catalog.-) ratelimit_d.remaining', 'the limit less what remains: the count in the window'),
+        ('retry_after', 'integer', 'pg_catalog.ceil(ratelimit_d.retry_after_ms OPERATOR(pg_catalog./) 1000.0)::pg_catalog.int4', 'seconds until a denied call would be allowed (0 when allowed)'),
         ('retry_after_ms', 'bigint', 'ratelimit_d.retry_after_ms', 'the same in milliseconds'),
-        ('reset_after', 'integer', '(ceil(ratelimit_d.reset_after_ms / 1000.0))::integer', 'seconds until the key is back to its full allowance'),
+        ('reset_after', 'integer', 'pg_catalog.ceil(ratelimit_d.reset_after_ms OPERATOR(pg_catalog./) 1000.0)::pg_catalog.int4', 'seconds until the key is back to its full allowance'),
         ('reset_after_ms', 'bigint', 'ratelimit_d.reset_after_ms', 'the same in milliseconds'),
-        ('retry_at', 'timestamp with time zone', 'ratelimit_now + ratelimit_d.retry_after_ms * interval ''1 millisecond''', 'the instant a denied call would be allowed'),
-        ('reset_at', 'timestamp with time zone', 'ratelimit_now + ratelimit_d.reset_after_ms * interval ''1 millisecond''', 'the instant the key is back to its full allowance'),
+        ('retry_at', 'timestamp with time zone', 'ratelimit_now OPERATOR(pg_catalog.+) (ratelimit_d.retry_after_ms OPERATOR(pg_catalog.*) ''1 millisecond''::pg_catalog.interval)', 'the instant a denied call would be allowed'),
+        ('reset_at', 'timestamp with time zone', 'ratelimit_now OPERATOR(pg_catalog.+) (ratelimit_d.reset_after_ms OPERATOR(pg_catalog.*) ''1 millisecond''::pg_catalog.interval)', 'the instant the key is back to its full allowance'),
         ('key', 'text', 'ratelimit_key', 'the key counted')
 $$;
 -- @end declared_limiter_fields
@@ -76,12 +77,19 @@ DECLARE
     column_values text[] := '{}';
     field_row record;
     key_sql text[] := '{}';
+    checks text[] := '{}';
+    checked_numbers text[] := '{}';
     uses_user boolean := false;
+    uses_now boolean := false;
+    name_of text;
     key_prefix text;
     limit_sql text;
     period_sql text;
     cost_sql text := '1';
-    decide_sql text;
+    -- The decision's call, its key between the two: head || key || tail.
+    decide_head text;
+    decide_tail text;
+    key_expression text;
     returns_sql text;
     answer_sql text;
     body text;
@@ -189,15 +197,20 @@ BEGIN
             uses_user := true;
             key_sql := key_sql || 'ratelimit_user'::text;
         ELSIF p_key[i] = 'ip' THEN
-            key_sql := key_sql || '''ip:'' || coalesce(pg_catalog.host(ratelimit.client_address()), ''unknown'')'::text;
+            key_sql := key_sql || '''ip:'' OPERATOR(pg_catalog.||) coalesce(pg_catalog.host(ratelimit.client_address()), ''unknown'')'::text;
         ELSIF p_key[i] ~ '^(arg|hash):' THEN
             IF NOT (pg_catalog.substr(p_key[i], 6 - (p_key[i] LIKE 'arg:%')::integer) = ANY (arg_names)) THEN
                 RAISE EXCEPTION 'p_key[%]: % names no argument of the function', i, pg_catalog.quote_literal(p_key[i])
                     USING ERRCODE = 'invalid_parameter_value';
             END IF;
+            name_of := pg_catalog.substr(p_key[i], 6 - (p_key[i] LIKE 'arg:%')::integer);
+            -- A NULL key part is refused, naming the argument, before anything is counted.
+            checks := checks || pg_catalog.format(
+                'IF %I IS NULL THEN RAISE EXCEPTION %L USING ERRCODE = ''null_value_not_allowed''; END IF;',
+                name_of, name_of || ' must not be NULL: it is part of the key');
             key_sql := key_sql || CASE WHEN p_key[i] LIKE 'arg:%'
-                THEN pg_catalog.format('ratelimit.declared_limiter_part(%I::text, %L)', pg_catalog.substr(p_key[i], 5), pg_catalog.substr(p_key[i], 5))
-                ELSE pg_catalog.format('ratelimit.hash_subject(ratelimit.declared_limiter_part(%I::text, %L))', pg_catalog.substr(p_key[i], 6), pg_catalog.substr(p_key[i], 6)) END;
+                THEN pg_catalog.format('%I::pg_catalog.text', name_of)
+                ELSE pg_catalog.format('ratelimit.hash_subject(%I::pg_catalog.text)', name_of) END;
         ELSIF p_key[i] LIKE 'text:%' THEN
             key_sql := key_sql || pg_catalog.quote_literal(pg_catalog.substr(p_key[i], 6));
         ELSE
@@ -226,16 +239,33 @@ BEGIN
         RAISE EXCEPTION 'p_cost_argument: % is no integer argument of the function', pg_catalog.quote_literal(p_cost_argument)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A number the caller passes: NULL refused, and a whole number within integer, named.
+    FOREACH name_of IN ARRAY ARRAY[p_cost_argument, p_limit_argument, p_period_argument] LOOP
+        CONTINUE WHEN name_of IS NULL OR name_of = ANY (checked_numbers);
+        checked_numbers := checked_numbers || name_of;
+        type_oid := arg_types[pg_catalog.array_position(arg_names, name_of)];
+        checks := checks || pg_catalog.format(
+            'IF %I IS NULL THEN RAISE EXCEPTION %L USING ERRCODE = ''null_value_not_allowed''; END IF;',
+            name_of, name_of || ' must not be NULL');
+        IF type_oid <> 'interval'::regtype THEN
+            checks := checks || pg_catalog.format(
+                'IF %1$I OPERATOR(pg_catalog.<) 0%2$s THEN RAISE EXCEPTION %3$L, %1$I USING ERRCODE = ''invalid_parameter_value''; END IF;',
+                name_of,
+                CASE WHEN type_oid IN ('bigint'::regtype, 'numeric') THEN pg_catalog.format(' OR %I OPERATOR(pg_catalog.>) 2147483647', name_of) ELSE '' END
+                || CASE WHEN type_oid = 'numeric'::regtype THEN pg_catalog.format(' OR %1$I OPERATOR(pg_catalog.<>) pg_catalog.trunc(%1$I)', name_of) ELSE '' END,
+                name_of || ' must be a whole number from 0 to 2147483647, not %');
+        END IF;
+    END LOOP;
     IF p_cost_argument IS NOT NULL THEN
-        cost_sql := pg_catalog.format('ratelimit.declared_limiter_number(%I, %L)', p_cost_argument, p_cost_argument);
+        cost_sql := pg_catalog.format('%I::pg_catalog.int4', p_cost_argument);
     END IF;
     IF p_limit_argument IS NOT NULL THEN
-        limit_sql := pg_catalog.format('ratelimit.declared_limiter_number(%I, %L)', p_limit_argument, p_limit_argument);
+        limit_sql := pg_catalog.format('%I::pg_catalog.int4', p_limit_argument);
     END IF;
     IF p_period_argument IS NOT NULL THEN
         period_sql := CASE WHEN arg_types[pg_catalog.array_position(arg_names, p_period_argument)] = 'interval'::regtype
             THEN pg_catalog.format('%I', p_period_argument)
-            ELSE pg_catalog.format('ratelimit.declared_limiter_number(%I, %L) * %L::interval', p_period_argument, p_period_argument, p_period_unit) END;
+            ELSE pg_catalog.format('(%I::pg_catalog.int4 OPERATOR(pg_catalog.*) %L::pg_catalog.interval)', p_period_argument, p_period_unit) END;
     END IF;
 
     -- What it decides over: a policy, or an algorithm with a limit and period.
@@ -249,9 +279,9 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
         key_prefix := '';
-        decide_sql := pg_catalog.format(
-            'ratelimit_d := ratelimit.declared_limiter_check(%L, ratelimit_key, %s, %s, %s);',
-            p_policy, cost_sql, coalesce(limit_sql, 'NULL'), coalesce(period_sql, 'NULL'));
+        decide_head := 'ratelimit.declared_limiter_check(' || pg_catalog.quote_literal(p_policy) || ', ';
+        decide_tail := pg_catalog.format(', %s, %s, %s)',
+            cost_sql, coalesce(limit_sql, 'NULL'), coalesce(period_sql, 'NULL'));
     ELSE
         IF p_limit IS NULL AND p_limit_argument IS NULL THEN
             RAISE EXCEPTION 'p_limit: a declared limiter needs p_policy, or p_limit or p_limit_argument'
@@ -263,14 +293,15 @@ BEGIN
         END IF;
         PERFORM ratelimit.validate_limit(coalesce(p_limit, 1), coalesce(p_period, interval '1 hour'), p_algorithm, p_engine);
         key_prefix := pg_catalog.format('%I.%I:', schema_name, function_name);
-        decide_sql := pg_catalog.format(
-            'ratelimit_d := ratelimit.consume(ratelimit_key, %s, %s, %s, %L, %L);',
+        decide_head := 'ratelimit.consume(';
+        decide_tail := pg_catalog.format(
+            ', %s, %s, %s, %L, %L)',
             CASE WHEN limit_sql IS NULL THEN pg_catalog.format('%s', p_limit)
                  WHEN p_limit IS NULL THEN limit_sql
                  ELSE pg_catalog.format('coalesce(%s, %s)', limit_sql, p_limit) END,
-            CASE WHEN period_sql IS NULL THEN pg_catalog.format('%L::interval', p_period)
+            CASE WHEN period_sql IS NULL THEN pg_catalog.format('%L::pg_catalog.interval', p_period)
                  WHEN p_period IS NULL THEN period_sql
-                 ELSE pg_catalog.format('coalesce(%s, %L::interval)', period_sql, p_period) END,
+                 ELSE pg_catalog.format('coalesce(%s, %L::pg_catalog.interval)', period_sql, p_period) END,
             cost_sql, p_algorithm, p_engine);
     END IF;
 
@@ -322,7 +353,10 @@ BEGIN
             END IF;
             column_names := column_names || matched[1];
             column_types := column_types || type_oid;
-            column_values := column_values || pg_catalog.format('(%s)::%s', field_row.expression, type_oid);
+            column_values := column_values || pg_catalog.format('(%s)::%I.%I', field_row.expression,
+                (SELECT n.nspname FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace WHERE t.oid = type_oid),
+                (SELECT t.typname FROM pg_catalog.pg_type t WHERE t.oid = type_oid));
+            uses_now := uses_now OR field_row.expression LIKE '%ratelimit_now%';
         END LOOP;
         IF p_returns = 'row' THEN
             returns_sql := pg_catalog.format('TABLE (%s)', (
@@ -352,22 +386,32 @@ BEGIN
 
     -- The body: the key, the decision, the answer. The caller's identity comes from the JWT
     -- PostgREST verified (jwt_subject), never from an argument, unless the key says so.
+    -- It runs as its owner (SECURITY DEFINER) with the caller's search_path: instead of pinning
+    -- it with SET, which costs each call a GUC save and restore (a fifth of a memory engine
+    -- call), every function, operator and type in the body is named with its schema, so that
+    -- nothing a caller puts on its search_path is found.
+    key_expression := pg_catalog.format('%L OPERATOR(pg_catalog.||) %s', key_prefix,
+        pg_catalog.array_to_string(key_sql, ' OPERATOR(pg_catalog.||) '':'' OPERATOR(pg_catalog.||) '));
     body := pg_catalog.concat_ws(E'\n',
         'DECLARE',
-        CASE WHEN p_policy IS NULL THEN '    ratelimit_d ratelimit.decision;' ELSE '    ratelimit_d ratelimit.policy_decision;' END,
-        '    ratelimit_now timestamptz := ratelimit.clock_now();',
-        '    ratelimit_user text;',
-        '    ratelimit_key text;',
+        CASE WHEN p_returns IN ('boolean', 'limited') THEN NULL
+             WHEN p_policy IS NULL THEN '    ratelimit_d ratelimit.decision;' ELSE '    ratelimit_d ratelimit.policy_decision;' END,
+        CASE WHEN uses_now OR (uses_user AND p_anonymous = 'allow' AND p_policy IS NOT NULL)
+             THEN '    ratelimit_now pg_catalog.timestamptz := ratelimit.clock_now();' END,
+        CASE WHEN uses_user THEN '    ratelimit_user pg_catalog.text;' END,
+        CASE WHEN p_returns NOT IN ('boolean', 'limited') THEN '    ratelimit_key pg_catalog.text;' END,
         'BEGIN',
+        CASE WHEN pg_catalog.cardinality(checks) > 0 THEN '    ' || pg_catalog.array_to_string(checks, E'\n    ') END,
         CASE WHEN uses_user THEN pg_catalog.concat_ws(E'\n',
-            '    ratelimit_user := ''user:'' || ratelimit.jwt_subject();',
+            '    ratelimit_user := ''user:'' OPERATOR(pg_catalog.||) ratelimit.jwt_subject();',
             '    IF ratelimit_user IS NULL THEN',
             CASE p_anonymous
                 WHEN 'refuse' THEN pg_catalog.format(
                     '        RAISE EXCEPTION %L USING ERRCODE = ''insufficient_privilege'';',
                     pg_catalog.format('%s needs a signed-in caller (a JWT sub claim)', function_name))
-                WHEN 'ip' THEN '        ratelimit_user := ''ip:'' || coalesce(pg_catalog.host(ratelimit.client_address()), ''unknown'');'
-                ELSE pg_catalog.concat_ws(E'\n',
+                WHEN 'ip' THEN '        ratelimit_user := ''ip:'' OPERATOR(pg_catalog.||) coalesce(pg_catalog.host(ratelimit.client_address()), ''unknown'');'
+                WHEN 'allow' THEN CASE WHEN p_returns IN ('boolean', 'limited')
+                    THEN '        RETURN ' || (p_returns = 'boolean')::text || ';  -- allowed, not counted' ELSE pg_catalog.concat_ws(E'\n',
                     '        -- An anonymous caller is allowed and not counted.',
                     CASE WHEN p_policy IS NULL
                         THEN pg_catalog.format('        ratelimit_d := ROW(true, %1$s, %1$s, 0, 0);',
@@ -375,12 +419,17 @@ BEGIN
                         ELSE pg_catalog.format('        ratelimit_d := ROW(true, %L, NULL, NULL, 0, 0, NULL, 0, ''anonymous'', ''{}'', ratelimit_now, NULL);',
                                                p_policy) END,
                     '        ' || answer_sql,
-                    CASE WHEN p_returns = 'row' THEN '        RETURN;' END) END,
+                    CASE WHEN p_returns = 'row' THEN '        RETURN;' END) END END,
             '    END IF;') END,
-        pg_catalog.format('    ratelimit_key := %L || %s;', key_prefix, pg_catalog.array_to_string(key_sql, ' || '':'' || ')),
-        '    ' || decide_sql,
-        '    ' || answer_sql,
-        CASE WHEN p_returns = 'row' THEN '    RETURN;' END,
+        -- A boolean answer is the call's allowed, returned at once: one statement.
+        CASE WHEN p_returns IN ('boolean', 'limited')
+             THEN pg_catalog.format('    RETURN %s(%s%s%s).allowed;', CASE p_returns WHEN 'limited' THEN 'NOT ' ELSE '' END,
+                                    decide_head, key_expression, decide_tail)
+             ELSE pg_catalog.concat_ws(E'\n',
+                      '    ratelimit_key := ' || key_expression || ';',
+                      '    ratelimit_d := ' || decide_head || 'ratelimit_key' || decide_tail || ';',
+                      '    ' || answer_sql,
+                      CASE WHEN p_returns = 'row' THEN '    RETURN;' END) END,
         'END');
     signature := pg_catalog.format('%I.%I(%s)', schema_name, function_name, pg_catalog.array_to_string(arg_sql, ', '));
 
@@ -399,7 +448,7 @@ BEGIN
     END IF;
 
     EXECUTE pg_catalog.format(
-        'CREATE FUNCTION %s RETURNS %s LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS %L',
+        'CREATE FUNCTION %s RETURNS %s LANGUAGE plpgsql VOLATILE SECURITY DEFINER AS %L',
         signature, returns_sql, body);
     made := pg_catalog.to_regprocedure(pg_catalog.format('%I.%I(%s)', schema_name, function_name,
         (SELECT pg_catalog.string_agg(t::text, ', ') FROM pg_catalog.unnest(arg_types) AS t)));
@@ -445,38 +494,6 @@ $$;
 -- @end drop_limiter
 
 -- @begin declared_limiter_helpers
--- A key part from an argument: NULL is refused, naming the argument.
-CREATE OR REPLACE FUNCTION ratelimit.declared_limiter_part(p_value text, p_argument text)
-RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_value IS NULL THEN
-        RAISE EXCEPTION '% must not be NULL: it is part of the key', p_argument USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    RETURN p_value;
-END
-$$;
-
--- A limit, period or cost from an argument: a whole number within integer, NULL refused.
-CREATE OR REPLACE FUNCTION ratelimit.declared_limiter_number(p_value numeric, p_argument text)
-RETURNS integer
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF p_value IS NULL THEN
-        RAISE EXCEPTION '% must not be NULL', p_argument USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_value <> pg_catalog.trunc(p_value) OR p_value < 0 OR p_value > 2147483647 THEN
-        RAISE EXCEPTION '% must be a whole number from 0 to 2147483647, not %', p_argument, p_value
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    RETURN p_value::integer;
-END
-$$;
-
 -- A policy's decision for a declared limiter. The caller's limit and period, when it passes
 -- them, are the policy's to decide, as for the drop-ins (ratelimit.dropin_caller_limits):
 -- ignored, or, with must_match, refused when they differ from the policy's row, before anything

@@ -35,6 +35,7 @@ DECLARE
     table_name text;
     key_sql text[] := '{}';
     column_keys text[] := '{}';
+    key_checks text[] := '{}';
     uses_caller boolean := false;
     column_name text;
     column_type regtype;
@@ -101,7 +102,10 @@ BEGIN
                     USING ERRCODE = 'invalid_parameter_value';
             END IF;
             column_keys := column_keys || column_name;
-            key_sql := key_sql || pg_catalog.format('ratelimit.declared_limiter_part(NEW.%I::text, %L)', column_name, column_name);
+            key_checks := key_checks || pg_catalog.format(
+                '    IF NEW.%I IS NULL THEN RAISE EXCEPTION %L USING ERRCODE = ''null_value_not_allowed''; END IF;',
+                column_name, column_name || ' must not be NULL: it is part of the key');
+            key_sql := key_sql || pg_catalog.format('NEW.%I::text', column_name);
         ELSIF p_key[i] LIKE 'text:%' THEN
             key_sql := key_sql || pg_catalog.quote_literal(pg_catalog.substr(p_key[i], 6));
         ELSE
@@ -141,6 +145,7 @@ BEGIN
                 ELSE pg_catalog.format('        RAISE EXCEPTION %L USING ERRCODE = ''insufficient_privilege'';',
                                        pg_catalog.format('inserting into %s needs a signed-in caller (a JWT sub claim)', p_table)) END,
             '    END IF;') END,
+        CASE WHEN pg_catalog.cardinality(key_checks) > 0 THEN pg_catalog.array_to_string(key_checks, E'\n') END,
         pg_catalog.format('    ratelimit_key := %L || %s;', key_prefix, pg_catalog.array_to_string(key_sql, ' || '':'' || ')),
         pg_catalog.format('    ratelimit_d := ratelimit.consume(ratelimit_key, %s, %L::interval, 1, %L, %L);',
                           p_limit, p_period, p_algorithm, p_engine),

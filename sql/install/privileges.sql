@@ -185,12 +185,10 @@ SELECT ratelimit.set_member_privileges('ratelimit', true, ARRAY[
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.describe_period(interval)'::pg_catalog.regprocedure::text, 'PUBLIC'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.clock_now()'::pg_catalog.regprocedure::text, 'PUBLIC'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.cleanup_jobs()'::pg_catalog.regprocedure::text, 'PUBLIC'],
-    -- The caller's own identity and address, as the request gives them; the checks a declared
-    -- limiter's key parts and numbers go through.
+    -- The caller's own identity and address, as the request gives them; the fields a declared
+    -- limiter can return.
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.jwt_subject()'::pg_catalog.regprocedure::text, 'PUBLIC'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.client_address()'::pg_catalog.regprocedure::text, 'PUBLIC'],
-    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_part(text, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
-    ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_number(numeric, text)'::pg_catalog.regprocedure::text, 'PUBLIC'],
     ARRAY['EXECUTE', 'FUNCTION', 'ratelimit.declared_limiter_fields()'::pg_catalog.regprocedure::text, 'PUBLIC'],
     -- Row level security runs as the querying role, anon included: it charges only the
     -- caller's own key (the JWT's sub, or its address).

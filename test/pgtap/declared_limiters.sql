@@ -8,7 +8,7 @@ BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION ratelimit;
 
-SELECT plan(39);
+SELECT plan(44);
 
 DO $$
 BEGIN
@@ -51,9 +51,10 @@ SELECT is(pg_get_function_arguments('public.check_rate_limit'::regproc),
 SELECT is(pg_get_function_result('public.check_rate_limit'::regproc),
           'TABLE(allowed boolean, current_count integer, reset_at timestamp with time zone)',
           'the app''s result columns, in its order');
-SELECT ok((SELECT prosecdef AND proconfig = ARRAY['search_path=pg_catalog, pg_temp']
+SELECT ok((SELECT prosecdef AND proconfig IS NULL
+                  AND prosrc !~ '(^|[^.a-z_])(text|integer|interval|timestamptz)([^a-z_]|$)'
            FROM pg_proc WHERE oid = 'public.check_rate_limit'::regproc),
-          'SECURITY DEFINER, search_path pinned');
+          'SECURITY DEFINER; every type in its body named with its schema, so no SET search_path is needed');
 SELECT results_eq(
     $$SELECT pg_temp.calls(6, $c$SELECT (allowed, current_count) FROM public.check_rate_limit('5d0b9a34-7c1e-4f2a-9e6b-2c8d1f3a4b5c', 'post')$c$)$$,
     $$VALUES ('(t,1)'), ('(t,2)'), ('(t,3)'), ('(t,4)'), ('(t,5)'), ('(f,5)')$$,
@@ -138,6 +139,49 @@ SELECT results_eq($$SELECT public.search_limit() FROM generate_series(1, 2)$$, $
 SELECT ok(EXISTS (SELECT FROM ratelimit.key_state WHERE key = 'public.search_limit:ip:198.51.100.7'),
           'the key: ip:<address>, the hop ratelimit.client_ip_trusted_proxies names');
 SELECT is(ratelimit.client_address(), '198.51.100.7'::inet, 'client_address() as pre_request reads it');
+
+-- ---- a fixed text and the address together, positionally and by name ---------------------------
+SELECT lives_ok($$SELECT ratelimit.declare_limiter('login_attempt', ARRAY['p_email text'], 'row',
+                      ARRAY['ok allowed', 'left remaining', 'key key'], p_key => ARRAY['text:login', 'ip', 'hash:p_email'],
+                      p_limit => 5, p_period => '15 minutes', p_roles => ARRAY['anon'])$$,
+                'keyed by a fixed text, the address and a hashed argument');
+SELECT 'public.login_attempt:login:ip:198.51.100.7:' || ratelimit.hash_subject('a@example.com') AS login_key \gset
+SET ROLE anon;
+SELECT is((SELECT key FROM public.login_attempt('a@example.com')), :'login_key',
+          'the parts in the order given, joined with :');
+SELECT is((SELECT "left" FROM public.login_attempt(p_email => 'a@example.com')), 3, 'called by name: the same key');
+RESET ROLE;
+
+-- ---- the caller's search_path finds nothing ------------------------------------------------------
+-- The made function runs as its owner with the caller's search_path: a schema of the caller's
+-- first on it, with its own ||, <, - and a type named text, changes nothing.
+CREATE SCHEMA hostile_path;
+CREATE FUNCTION hostile_path.concat(text, text) RETURNS text LANGUAGE plpgsql AS
+    $$BEGIN RAISE EXCEPTION 'the caller''s || ran as the owner'; END$$;
+CREATE OPERATOR hostile_path.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = hostile_path.concat);
+CREATE FUNCTION hostile_path.less(integer, integer) RETURNS boolean LANGUAGE plpgsql AS
+    $$BEGIN RAISE EXCEPTION 'the caller''s < ran as the owner'; END$$;
+CREATE OPERATOR hostile_path.< (LEFTARG = integer, RIGHTARG = integer, FUNCTION = hostile_path.less);
+CREATE TYPE hostile_path.text AS (stolen integer);
+GRANT USAGE ON SCHEMA hostile_path TO PUBLIC;
+-- Runs p_sql with that search_path (pgTAP's own functions would find those operators too).
+CREATE FUNCTION public.with_hostile_path(p_sql text) RETURNS text LANGUAGE plpgsql
+SET search_path = hostile_path, pg_catalog, public AS $$
+BEGIN
+    EXECUTE p_sql;
+    RETURN 'ran as declared';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLERRM;
+END
+$$;
+GRANT EXECUTE ON FUNCTION public.with_hostile_path(text) TO authenticated;
+SET ROLE authenticated;
+SET request.jwt.claims = '{"sub": "user-9", "role": "authenticated"}';
+SELECT is(public.with_hostile_path($$SELECT * FROM public.check_rate_limit('5d0b9a34-7c1e-4f2a-9e6b-2c8d1f3a4b5c', 'path', 5, 60)$$),
+          'ran as declared', 'with the caller''s operators and types first on its search_path, the row limiter runs as declared');
+SELECT is(public.with_hostile_path($$SELECT public.api_limit()$$), 'ran as declared', 'and so does the jsonb one');
+RESET ROLE;
+RESET request.jwt.claims;
 
 -- ---- over a policy ---------------------------------------------------------------------------
 INSERT INTO ratelimit.policies (name, "limit", period) VALUES ('declared.upload', 2, '1 hour');

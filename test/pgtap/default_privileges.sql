@@ -77,8 +77,6 @@ INSERT INTO for_everyone VALUES
     ('function ratelimit.cleanup_jobs() EXECUTE'),
     ('function ratelimit.jwt_subject() EXECUTE'),
     ('function ratelimit.client_address() EXECUTE'),
-    ('function ratelimit.declared_limiter_part(text,text) EXECUTE'),
-    ('function ratelimit.declared_limiter_number(numeric,text) EXECUTE'),
     ('function ratelimit.declared_limiter_fields() EXECUTE'),
     ('function ratelimit.within_limit(text,integer) EXECUTE'),
     ('function ratelimit.pre_request() EXECUTE'),

@@ -1,0 +1,2 @@
+-- The declared limiter, on one key.
+SELECT bench_declared('hot');

@@ -1,0 +1,2 @@
+-- The floor: one round trip.
+SELECT 1;
