@@ -98,16 +98,17 @@ DECLARE
     existing_comment text;
     made regprocedure;
     role_name text;
+    missing text;
     i integer;
 BEGIN
     -- Only p_columns, p_policy, p_limit, p_period and the p_*_argument names may be NULL.
-    role_name := CASE WHEN p_function IS NULL THEN 'p_function' WHEN p_arguments IS NULL THEN 'p_arguments'
+    missing := CASE WHEN p_function IS NULL THEN 'p_function' WHEN p_arguments IS NULL THEN 'p_arguments'
                       WHEN p_returns IS NULL THEN 'p_returns' WHEN p_key IS NULL THEN 'p_key'
                       WHEN p_algorithm IS NULL THEN 'p_algorithm' WHEN p_engine IS NULL THEN 'p_engine'
                       WHEN p_period_unit IS NULL THEN 'p_period_unit' WHEN p_anonymous IS NULL THEN 'p_anonymous'
                       WHEN p_roles IS NULL THEN 'p_roles' WHEN p_replace IS NULL THEN 'p_replace' END;
-    IF role_name IS NOT NULL THEN
-        RAISE EXCEPTION '% must not be NULL', role_name USING ERRCODE = 'null_value_not_allowed';
+    IF missing IS NOT NULL THEN
+        RAISE EXCEPTION '% must not be NULL', missing USING ERRCODE = 'null_value_not_allowed';
     END IF;
 
     -- The function's name: one or two identifiers, as PostgreSQL reads them.
@@ -176,7 +177,7 @@ BEGIN
                         USING ERRCODE = 'invalid_parameter_value';
                 END;
             END IF;
-        ELSIF 'x' = ANY (SELECT 'x' FROM pg_catalog.unnest(arg_defaults) AS d WHERE d IS NOT NULL) THEN
+        ELSIF EXISTS (SELECT FROM pg_catalog.unnest(arg_defaults) AS d WHERE d IS NOT NULL) THEN
             RAISE EXCEPTION 'p_arguments[%]: % follows an argument with a default, so it needs one too', i, pg_catalog.quote_ident(matched[1])
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
