@@ -2,8 +2,9 @@
 # The Debian package postgresql-MAJOR-ratelimit, built with Debian's own extension tooling
 # (debian/: pg_buildext, debian/pgversions, dh --with pgxs_loop) inside MAJOR's Debian root
 # (scripts/debian-root.sh; bookworm for 15, so this system's PostgreSQL is never touched),
-# installed there with dpkg, and tested: the suites that test a server run against the
-# installed package (test/suites.sh --installed). The .deb files are copied to dist/.
+# checked with lintian (no error or warning), installed there with dpkg, and tested: the suites
+# that test a server run against the installed package (test/suites.sh --installed). The .deb
+# files are copied to dist/.
 #
 #   bash scripts/package.sh MAJOR [SUITE...]     e.g. bash scripts/package.sh 18
 #
@@ -36,10 +37,10 @@ deb="postgresql-$major-ratelimit_${debian_version}_$(dpkg --print-architecture).
 if [ -f /.ratelimit-root ]; then
     [ "$(native_major)" = "$major" ] || { echo "package: this root is not $major's" >&2; exit 2; }
     scripts/install-deps.sh "$major"
-    if ! dpkg-query -W -f='${Status}' debhelper postgresql-server-dev-all 2>/dev/null |
-        grep -c "install ok installed" | grep -qx 2; then
-        echo "package: installing debhelper postgresql-server-dev-all"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debhelper postgresql-server-dev-all \
+    if ! dpkg-query -W -f='${Status}' debhelper postgresql-server-dev-all lintian 2>/dev/null |
+        grep -c "install ok installed" | grep -qx 3; then
+        echo "package: installing debhelper postgresql-server-dev-all lintian"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debhelper postgresql-server-dev-all lintian \
             >/tmp/ratelimit-package-deps.log 2>&1 || {
             tail -20 /tmp/ratelimit-package-deps.log >&2
             exit 1
@@ -66,6 +67,14 @@ if [ -f /.ratelimit-root ]; then
         exit 1
     }
     echo "package: built in $((SECONDS - started)) s: $(cd "$work" && ls -- *.deb | tr '\n' ' ')"
+    # What Debian's archive checks: no error or warning (the copyright notice and licence
+    # included).
+    if ! lintian --fail-on error,warning "$work/$deb" >"$work/lintian.log" 2>&1; then
+        grep -v 'root privileges' "$work/lintian.log" >&2
+        echo "package: lintian finds errors or warnings in $deb" >&2
+        exit 1
+    fi
+    echo "package: lintian: no error or warning"
     # Scripts an earlier build left would be used with the package's (test/suites.sh says why).
     rm -f "/usr/share/postgresql/$major/extension/"ratelimit--*.sql \
         "/usr/share/postgresql/$major/extension/"ratelimit_*--*.sql
