@@ -61,24 +61,24 @@ TEST_F(InsertLimitsConcurrency, ThirtyTwoInsertersCommitExactlyTheLimitAndRollba
 }
 
 TEST_F(InsertLimitsConcurrency, WithinLimitInARowSecurityPolicyUnderAnonAndAuthenticated) {
-    setup_.query(
-        "DO $$ BEGIN CREATE ROLE anon NOLOGIN; EXCEPTION WHEN duplicate_object THEN "
-        "NULL; END $$");
-    setup_.query(
-        "DO $$ BEGIN CREATE ROLE authenticated NOLOGIN; EXCEPTION WHEN "
-        "duplicate_object THEN NULL; END $$");
+    // Roles of its own, dropped at the end, standing for anon and authenticated: the cluster's
+    // other tests see no role this one made.
     setup_.query("DROP TABLE IF EXISTS public.reactions");
+    setup_.query("DROP ROLE IF EXISTS race_anon");
+    setup_.query("DROP ROLE IF EXISTS race_user");
+    setup_.query("CREATE ROLE race_anon NOLOGIN");
+    setup_.query("CREATE ROLE race_user NOLOGIN");
     setup_.query("CREATE TABLE public.reactions (id serial, post integer)");
     setup_.query("ALTER TABLE public.reactions ENABLE ROW LEVEL SECURITY");
     setup_.query(
         "INSERT INTO ratelimit.policies (name, \"limit\", period) "
         "VALUES ('race.reactions', 30, '1 hour')");
     setup_.query(
-        "CREATE POLICY reactions_rate ON public.reactions FOR INSERT TO anon, "
-        "authenticated WITH CHECK (ratelimit.within_limit('race.reactions'))");
-    setup_.query("GRANT USAGE ON SCHEMA public TO anon, authenticated");
-    setup_.query("GRANT INSERT ON public.reactions TO anon, authenticated");
-    setup_.query("GRANT USAGE ON SEQUENCE public.reactions_id_seq TO anon, authenticated");
+        "CREATE POLICY reactions_rate ON public.reactions FOR INSERT TO race_anon, "
+        "race_user WITH CHECK (ratelimit.within_limit('race.reactions'))");
+    setup_.query("GRANT USAGE ON SCHEMA public TO race_anon, race_user");
+    setup_.query("GRANT INSERT ON public.reactions TO race_anon, race_user");
+    setup_.query("GRANT USAGE ON SEQUENCE public.reactions_id_seq TO race_anon, race_user");
     std::atomic<int> inserted{0};
     std::atomic<int> refused{0};
     std::vector<std::string> failures = run_parallel_clients(
@@ -86,12 +86,12 @@ TEST_F(InsertLimitsConcurrency, WithinLimitInARowSecurityPolicyUnderAnonAndAuthe
         [](int client, PgConnection& conn) {
             // Half the clients are one signed-in user, half anonymous callers from one address.
             if (client % 2 == 0) {
-                conn.query("SET ROLE authenticated");
+                conn.query("SET ROLE race_user");
                 conn.query(
                     "SET request.jwt.claims = "
                     "'{\"sub\":\"race-user\",\"role\":\"authenticated\"}'");
             } else {
-                conn.query("SET ROLE anon");
+                conn.query("SET ROLE race_anon");
                 conn.query("SET request.jwt.claims = '{\"role\":\"anon\"}'");
                 conn.query("SET request.headers = '{\"x-forwarded-for\":\"198.51.100.20\"}'");
             }
@@ -113,6 +113,9 @@ TEST_F(InsertLimitsConcurrency, WithinLimitInARowSecurityPolicyUnderAnonAndAuthe
     EXPECT_EQ(inserted.load(), 60);
     EXPECT_EQ(refused.load(), 68);
     EXPECT_EQ(scalar("SELECT count(*) FROM public.reactions"), "60");
+    setup_.query("DROP TABLE public.reactions");
+    setup_.query("DROP OWNED BY race_anon, race_user");
+    setup_.query("DROP ROLE race_anon, race_user");
 }
 
 }  // namespace

@@ -10,16 +10,7 @@ CREATE EXTENSION ratelimit;
 
 SELECT plan(44);
 
-DO $$
-BEGIN
-    CREATE ROLE anon NOLOGIN;
-EXCEPTION WHEN duplicate_object THEN NULL;
-END $$;
-DO $$
-BEGIN
-    CREATE ROLE authenticated NOLOGIN;
-EXCEPTION WHEN duplicate_object THEN NULL;
-END $$;
+\ir supabase_roles.psql
 GRANT USAGE ON SCHEMA public TO anon, authenticated;
 SET ratelimit.test_clock = '2026-03-01 10:00:00+00';
 

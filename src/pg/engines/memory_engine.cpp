@@ -663,18 +663,20 @@ void save_in_runs(MemoryStore& store, StoreFileWriter* writer) {
 
 bool memory_save(bool checkpoint, StoreSaved* saved) {
     MemoryStore store = MemoryStore::attach(store_block());
-    std::uint32_t* order = partition_order();
-    if (order == nullptr) {
+    // The postmaster saves after every other process has exited, and has no PGPROC to wait
+    // on a lock with; the worker saves while backends run and must lock. The checkpoint file
+    // is saved beside backends in runs, which need no order of use.
+    const bool lock = IsUnderPostmaster;
+    const bool in_runs = checkpoint && lock;
+    std::uint32_t* order = in_runs ? nullptr : partition_order();
+    if (!in_runs && order == nullptr) {
         ereport(LOG, (errmsg("ratelimit: the memory engine's store was not saved: out of memory")));
         return false;
     }
     StoreFileWriter writer;
     if (!begin_store_file(&writer, store.secret(), checkpoint))
         return false;
-    // The postmaster saves after every other process has exited, and has no PGPROC to wait
-    // on a lock with; the worker saves while backends run and must lock.
-    const bool lock = IsUnderPostmaster;
-    if (checkpoint && lock) {
+    if (in_runs) {
         save_in_runs(store, &writer);
     } else {
         for (int p = 0; p < kMemoryPartitions && writer.written; ++p) {
