@@ -133,6 +133,71 @@ ROUTER_SOURCES = \
 	sql/router/policy_replication.sql \
 	sql/router/privileges.sql
 
+# The SQL edition (docs/sql-edition.md): extension ratelimit_sql, made of SQL and PL/pgSQL only,
+# for servers that load no C extension of ours. Its script is built from the C edition's own
+# sources (every table, grant and signature written once), with the PL/pgSQL bodies of
+# sql/sql_edition/bodies/ in place of the C entry points (scripts/build-sql-edition.sh), and its
+# own objects (sql/sql_edition/edition.sql) after the schema. It is not installed by `make
+# install` (pg_tle refuses an extension name that has a control file on disk): `make
+# sql-edition` builds its files in build/sql_edition/, `make dist` puts them in dist/.
+# The edition's own sources run right after the file of the C edition named in their variable.
+SQL_EDITION_AFTER_schema_and_clock = sql/sql_edition/edition.sql
+SQL_EDITION_AFTER_native_api = $(wildcard sql/sql_edition/native_decisions.sql)
+SQL_EDITION_AFTER_policies = $(wildcard sql/sql_edition/policy_decisions.sql)
+SQL_EDITION_SOURCES = $(foreach source,$(INSTALL_SOURCES),$(source) \
+	$(SQL_EDITION_AFTER_$(basename $(notdir $(source)))))
+SQL_EDITION_BODIES = $(sort $(wildcard sql/sql_edition/bodies/*.sql))
+SQL_EDITION_DIR = build/sql_edition
+SQL_EDITION_FILES = $(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).sql \
+	$(SQL_EDITION_DIR)/ratelimit_sql.control \
+	$(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).plain.sql \
+	$(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).pg_tle.sql
+
+.PHONY: sql-edition
+sql-edition: $(SQL_EDITION_FILES)
+
+$(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).sql: $(SQL_EDITION_SOURCES) $(SQL_EDITION_BODIES) scripts/build-sql-edition.sh ratelimit.control
+	@mkdir -p $(SQL_EDITION_DIR)
+	sh scripts/build-sql-edition.sh extension $(EXTVERSION) "$(SQL_EDITION_BODIES)" $(SQL_EDITION_SOURCES) > $@.tmp
+	mv $@.tmp $@
+
+$(SQL_EDITION_DIR)/ratelimit_sql.control: ratelimit.control
+	@mkdir -p $(SQL_EDITION_DIR)
+	{ echo "# ratelimit_sql: the SQL edition of ratelimit (SQL and PL/pgSQL only)"; \
+	  echo "comment = 'Rate limiting inside PostgreSQL, SQL edition: exact under concurrency, no C'"; \
+	  echo "default_version = '$(EXTVERSION)'"; \
+	  echo "relocatable = false"; \
+	  echo "superuser = false"; } > $@
+
+# The plain file: for servers without pg_tle, run with psql -f by a role that may create a schema.
+$(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).plain.sql: $(SQL_EDITION_SOURCES) $(SQL_EDITION_BODIES) scripts/build-sql-edition.sh sql/sql_edition/plain_file.psql ratelimit.control
+	@mkdir -p $(SQL_EDITION_DIR)
+	{ sed -n '/^-- @begin before$$/,/^-- @end before$$/{/^-- @/d;p}' sql/sql_edition/plain_file.psql \
+	    | sed 's/@VERSION@/$(EXTVERSION)/g'; \
+	  sh scripts/build-sql-edition.sh plain $(EXTVERSION) "$(SQL_EDITION_BODIES)" $(SQL_EDITION_SOURCES); \
+	  sed -n '/^-- @begin after$$/,/^-- @end after$$/{/^-- @/d;p}' sql/sql_edition/plain_file.psql \
+	    | sed 's/@VERSION@/$(EXTVERSION)/g'; } > $@.tmp
+	mv $@.tmp $@
+
+# The migration that installs it through pg_tle, as `dbdev add` writes one into
+# supabase/migrations/ (and as RDS and Aurora take it): pgtle.install_extension, then CREATE
+# EXTENSION.
+$(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).pg_tle.sql: $(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).sql
+	@! grep -qF '$$ratelimit_sql$$' $< || { echo "$< holds the migration's quote" >&2; exit 1; }
+	{ echo "-- ratelimit_sql $(EXTVERSION): the SQL edition of ratelimit, installed through pg_tle."; \
+	  echo "-- A migration file (supabase/migrations/, or psql -f on RDS and Aurora): docs/sql-edition.md."; \
+	  echo "CREATE EXTENSION IF NOT EXISTS pg_tle;"; \
+	  echo "SELECT pgtle.install_extension("; \
+	  echo "    'ratelimit_sql',"; \
+	  echo "    '$(EXTVERSION)',"; \
+	  echo "    'Rate limiting inside PostgreSQL, SQL edition: exact under concurrency, no C',"; \
+	  echo "\$$ratelimit_sql\$$"; \
+	  cat $<; \
+	  echo "\$$ratelimit_sql\$$,"; \
+	  echo "    '{}');"; \
+	  echo "CREATE EXTENSION ratelimit_sql;"; } > $@.tmp
+	mv $@.tmp $@
+
 # pg_regress: sql/<name>.sql against expected/<name>.out.
 REGRESS = regress_setup rpc_limits error_guard test_clock endpoint_limits sliding_window_limits \
 	upgrade
@@ -256,3 +321,9 @@ dist:
 		{ echo "debian/changelog does not start at $(EXTVERSION)" >&2; exit 1; }
 	mkdir -p dist
 	git archive --format=zip --prefix=ratelimit-$(EXTVERSION)/ -o dist/ratelimit-$(EXTVERSION).zip HEAD
+	$(MAKE) -s sql-edition
+	rm -rf dist/ratelimit_sql-$(EXTVERSION)
+	mkdir -p dist/ratelimit_sql-$(EXTVERSION)
+	cp $(SQL_EDITION_FILES) LICENSE dist/ratelimit_sql-$(EXTVERSION)/
+	cp docs/sql-edition.md dist/ratelimit_sql-$(EXTVERSION)/README.md
+	@echo "dist: dist/ratelimit-$(EXTVERSION).zip, dist/ratelimit_sql-$(EXTVERSION)/ (the SQL edition: database.dev's files, the pg_tle migration, the plain file)"

@@ -20,6 +20,38 @@ ALTER TABLE ratelimit.request_routes ENABLE ROW LEVEL SECURITY;
 ------------------------------------------------------------------------------------------------
 
 -- @begin set_member_privileges
+-- The members of extension p_extension; with NULL, of the SQL edition's plain install, which is
+-- no extension: the schema ratelimit and every object in it.
+CREATE FUNCTION ratelimit.extension_members(p_extension text)
+RETURNS TABLE (classid pg_catalog.oid, objid pg_catalog.oid)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT d.classid, d.objid
+    FROM pg_catalog.pg_depend d
+    JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+    WHERE p_extension IS NOT NULL
+      AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+      AND d.deptype = 'e' AND e.extname = p_extension
+    UNION ALL
+    SELECT 'pg_catalog.pg_namespace'::pg_catalog.regclass, n.oid
+    FROM pg_catalog.pg_namespace n WHERE p_extension IS NULL AND n.nspname = 'ratelimit'
+    UNION ALL
+    SELECT 'pg_catalog.pg_class'::pg_catalog.regclass, c.oid
+    FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+    WHERE p_extension IS NULL AND n.nspname = 'ratelimit'
+      AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+    UNION ALL
+    SELECT 'pg_catalog.pg_proc'::pg_catalog.regclass, p.oid
+    FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+    WHERE p_extension IS NULL AND n.nspname = 'ratelimit'
+    UNION ALL
+    SELECT 'pg_catalog.pg_type'::pg_catalog.regclass, t.oid
+    FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+    WHERE p_extension IS NULL AND n.nspname = 'ratelimit'
+$$;
+
+-- p_extension NULL: the SQL edition's plain install (ratelimit.extension_members).
 -- p_reset_every_role: at install the objects are new, so any grant on them came from default
 -- privileges and goes; an update takes back only from the roles the list speaks for (anon,
 -- authenticated). p_grants: rows of (privilege, kind, name, grantee), a role that does not
@@ -40,7 +72,7 @@ DECLARE
     granted pg_catalog.oid[] := '{}';
     i integer;
 BEGIN
-    IF p_extension IS NULL OR NOT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = p_extension) THEN
+    IF p_extension IS NOT NULL AND NOT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = p_extension) THEN
         RAISE EXCEPTION 'p_extension: extension % does not exist', coalesce(pg_catalog.quote_ident(p_extension), 'NULL')
             USING ERRCODE = 'undefined_object';
     END IF;
@@ -74,10 +106,8 @@ BEGIN
             granted[i] := NULL;
         END;
         IF granted[i] IS NULL OR NOT EXISTS (
-               SELECT FROM pg_catalog.pg_depend d
-               JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
-               WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'
-                 AND e.extname = p_extension AND d.objid = granted[i]
+               SELECT FROM ratelimit.extension_members(p_extension) d
+               WHERE d.objid = granted[i]
                  AND d.classid = CASE p_grants[i][2]
                      WHEN 'FUNCTION' THEN 'pg_catalog.pg_proc'::pg_catalog.regclass
                      WHEN 'TABLE' THEN 'pg_catalog.pg_class'::pg_catalog.regclass
@@ -90,12 +120,7 @@ BEGIN
     END LOOP;
 
     FOR member IN
-        WITH members AS (
-            SELECT d.classid, d.objid
-            FROM pg_catalog.pg_depend d
-            JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
-            WHERE d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
-              AND d.deptype = 'e' AND e.extname = p_extension)
+        WITH members AS (SELECT d.classid, d.objid FROM ratelimit.extension_members(p_extension) d)
         SELECT CASE c.relkind WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind,
                pg_catalog.format('%I.%I', n.nspname, c.relname) AS name, c.relowner AS owner,
                ARRAY(SELECT a.grantee FROM pg_catalog.aclexplode(c.relacl) a

@@ -1,5 +1,29 @@
 -- The schema ratelimit and the clock every decision reads.
 
+-- ratelimit has two editions on one schema: the C edition (extension ratelimit) and the SQL
+-- edition (extension ratelimit_sql, or its plain file). Installing one where the other is
+-- stops here, with the way to move, rather than at the first object that stands in the way.
+DO $$
+DECLARE
+    present text;
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'ratelimit') THEN
+        SELECT CASE
+                   WHEN EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'ratelimit_sql')
+                       THEN 'the SQL edition of ratelimit (extension ratelimit_sql) is installed'
+                   WHEN pg_catalog.to_regclass('ratelimit.sql_edition') IS NOT NULL
+                       THEN 'the SQL edition of ratelimit (its plain file) is installed'
+                   WHEN EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'ratelimit')
+                       THEN 'the C edition of ratelimit (extension ratelimit) is installed'
+                   ELSE 'a schema named ratelimit exists' END
+        INTO present;
+        RAISE EXCEPTION 'ratelimit cannot be installed in this database: %', present
+            USING ERRCODE = 'duplicate_schema',
+                  HINT = 'One edition serves a database. To move from the SQL edition to the C edition, keeping every count and policy, see docs/sql-edition.md, "Moving to the C edition".';
+    END IF;
+END
+$$;
+
 CREATE SCHEMA ratelimit;
 COMMENT ON SCHEMA ratelimit IS 'ratelimit: native API and internals';
 
