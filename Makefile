@@ -104,6 +104,7 @@ INSTALL_SOURCES = \
 	sql/install/row_security_limits.sql \
 	sql/install/drop_in_extensions.sql \
 	sql/install/cleanup.sql \
+	sql/install/moving.sql \
 	sql/install/privileges.sql
 DATA = $(wildcard sql/released/*.sql)
 DATA_built = build/ratelimit--$(EXTVERSION).sql build/ratelimit_router--$(ROUTER_VERSION).sql \
@@ -144,14 +145,22 @@ ROUTER_SOURCES = \
 SQL_EDITION_AFTER_schema_and_clock = sql/sql_edition/edition.sql
 SQL_EDITION_AFTER_native_api = $(wildcard sql/sql_edition/native_decisions.sql)
 SQL_EDITION_AFTER_policies = $(wildcard sql/sql_edition/policy_decisions.sql)
+SQL_EDITION_AFTER_drop_in_extensions = sql/sql_edition/drop_in_rules.sql sql/sql_edition/drop_in_plain.sql
 SQL_EDITION_SOURCES = $(foreach source,$(INSTALL_SOURCES),$(source) \
 	$(SQL_EDITION_AFTER_$(basename $(notdir $(source)))))
-SQL_EDITION_BODIES = $(sort $(wildcard sql/sql_edition/bodies/*.sql))
+# The bodies of the drop-ins' C functions (sql/sql_edition/bodies/<app>.sql) are their
+# extensions' (below), not ratelimit_sql's.
+SQL_EDITION_DROP_IN_BODIES = $(foreach app,$(DROP_IN_APPS),sql/sql_edition/bodies/$(app).sql)
+SQL_EDITION_BODIES = $(sort $(filter-out $(SQL_EDITION_DROP_IN_BODIES),$(wildcard sql/sql_edition/bodies/*.sql)))
 SQL_EDITION_DIR = build/sql_edition
 SQL_EDITION_FILES = $(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).sql \
 	$(SQL_EDITION_DIR)/ratelimit_sql.control \
 	$(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).plain.sql \
-	$(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).pg_tle.sql
+	$(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).pg_tle.sql \
+	$(foreach app,$(DROP_IN_APPS),$(SQL_EDITION_DIR)/ratelimit_sql_$(app)--$(EXTVERSION).sql \
+		$(SQL_EDITION_DIR)/ratelimit_sql_$(app).control \
+		$(SQL_EDITION_DIR)/ratelimit_sql_$(app)--$(EXTVERSION).plain.sql \
+		$(SQL_EDITION_DIR)/ratelimit_sql_$(app)--$(EXTVERSION).pg_tle.sql)
 
 .PHONY: sql-edition
 sql-edition: $(SQL_EDITION_FILES)
@@ -198,6 +207,58 @@ $(SQL_EDITION_DIR)/ratelimit_sql--$(EXTVERSION).pg_tle.sql: $(SQL_EDITION_DIR)/r
 	  echo "CREATE EXTENSION ratelimit_sql;"; } > $@.tmp
 	mv $@.tmp $@
 
+# Each app's drop-ins in the SQL edition: the extension ratelimit_sql_<app>, at ratelimit_sql's
+# version and requiring it, built from the C edition's sql/drop_ins/<app>.sql (written once)
+# with the PL/pgSQL bodies of sql/sql_edition/bodies/<app>.sql in place of its C entry points;
+# its install steps and grants name ratelimit_sql_<app> (scripts/build-sql-edition.sh
+# --drop-in). As ratelimit_sql: its script and control file, its pg_tle migration (after
+# ratelimit_sql's), and its plain file for a plain install of ratelimit_sql, which puts the
+# drop-ins in schema public or the one psql's variable schema names (psql -v schema=api -f ...).
+$(SQL_EDITION_DIR)/ratelimit_sql_%--$(EXTVERSION).sql: sql/drop_ins/%.sql sql/sql_edition/bodies/%.sql scripts/build-sql-edition.sh ratelimit.control
+	@mkdir -p $(SQL_EDITION_DIR)
+	sh scripts/build-sql-edition.sh extension $(EXTVERSION) sql/sql_edition/bodies/$*.sql --drop-in ratelimit_sql_$* $< > $@.tmp
+	mv $@.tmp $@
+
+$(SQL_EDITION_DIR)/ratelimit_sql_%.control: ratelimit_%.control ratelimit.control
+	@mkdir -p $(SQL_EDITION_DIR)
+	{ echo "# ratelimit_sql_$*: ratelimit_$*, for the SQL edition of ratelimit (SQL and PL/pgSQL only)"; \
+	  sed -n "s/^comment = '\(.*\)'$$/comment = '\1 (SQL edition)'/p" $<; \
+	  echo "default_version = '$(EXTVERSION)'"; \
+	  echo "requires = 'ratelimit_sql'"; \
+	  echo "relocatable = false"; \
+	  echo "superuser = false"; } > $@.tmp
+	@grep -q "^comment = '[^']*'$$" $@.tmp || { echo "$@: the comment of $< cannot be carried over" >&2; exit 1; }
+	mv $@.tmp $@
+
+$(SQL_EDITION_DIR)/ratelimit_sql_%--$(EXTVERSION).pg_tle.sql: $(SQL_EDITION_DIR)/ratelimit_sql_%--$(EXTVERSION).sql $(SQL_EDITION_DIR)/ratelimit_sql_%.control
+	@! grep -qF '$$ratelimit_sql_$*$$' $< || { echo "$< holds the migration's quote" >&2; exit 1; }
+	{ echo "-- ratelimit_sql_$* $(EXTVERSION): ratelimit_$* for the SQL edition of ratelimit, installed through pg_tle"; \
+	  echo "-- after ratelimit_sql's migration, into the first schema of search_path (public, normally): docs/sql-edition.md."; \
+	  echo "CREATE EXTENSION IF NOT EXISTS pg_tle;"; \
+	  echo "SELECT pgtle.install_extension("; \
+	  echo "    'ratelimit_sql_$*',"; \
+	  echo "    '$(EXTVERSION)',"; \
+	  sed -n "s/^comment = \(.*\)$$/    \1,/p" $(word 2,$^); \
+	  echo "\$$ratelimit_sql_$*\$$"; \
+	  cat $<; \
+	  echo "\$$ratelimit_sql_$*\$$,"; \
+	  echo "    '{ratelimit_sql}');"; \
+	  echo "CREATE EXTENSION ratelimit_sql_$*;"; } > $@.tmp
+	mv $@.tmp $@
+
+$(SQL_EDITION_DIR)/ratelimit_sql_%--$(EXTVERSION).plain.sql: sql/drop_ins/%.sql sql/sql_edition/bodies/%.sql scripts/build-sql-edition.sh sql/sql_edition/drop_in_plain_file.psql ratelimit_%.control ratelimit.control
+	@mkdir -p $(SQL_EDITION_DIR)
+	sh scripts/build-sql-edition.sh plain $(EXTVERSION) sql/sql_edition/bodies/$*.sql --drop-in ratelimit_sql_$* $< > $@.script
+	@! grep -qF '$$ratelimit_sql_$*$$' $@.script || { echo "$@.script holds the plain file's quote" >&2; rm -f $@.script; exit 1; }
+	functions="$$(sed -n "s/^CREATE FUNCTION @extschema@\.\([a-z_]*\)(.*/'\1'/p" $< | paste -sd, - | sed 's/,/, /g')"; \
+	{ sed -n '/^-- @begin before$$/,/^-- @end before$$/{/^-- @/d;p}' sql/sql_edition/drop_in_plain_file.psql \
+	    | sed -e 's/@VERSION@/$(EXTVERSION)/g' -e 's/@EXTENSION@/ratelimit_sql_$*/g' -e "s/@FUNCTIONS@/$$functions/g"; \
+	  cat $@.script; \
+	  sed -n '/^-- @begin after$$/,/^-- @end after$$/{/^-- @/d;p}' sql/sql_edition/drop_in_plain_file.psql \
+	    | sed -e 's/@VERSION@/$(EXTVERSION)/g' -e 's/@EXTENSION@/ratelimit_sql_$*/g'; } > $@.tmp
+	rm -f $@.script
+	mv $@.tmp $@
+
 # pg_regress: sql/<name>.sql against expected/<name>.out.
 REGRESS = regress_setup rpc_limits error_guard test_clock endpoint_limits sliding_window_limits \
 	upgrade
@@ -211,7 +272,8 @@ PG_CPPFLAGS = -Iinclude -Isrc -isystem $(shell $(PG_CONFIG) --includedir-server)
 PG_CXXFLAGS = -std=c++17 $(WARNINGS) -MMD -MP
 SHLIB_LINK = -lstdc++
 
-EXTRA_CLEAN = build $(OBJS:.o=.d) test/unit/core_unit_tests test/concurrency/concurrency_tests results regression.diffs regression.out
+EXTRA_CLEAN = build $(OBJS:.o=.d) test/unit/core_unit_tests test/concurrency/concurrency_tests \
+	test/sql_edition/differential_test results regression.diffs regression.out
 
 # No JIT bitcode: the extension's functions are not inlining candidates, and this keeps the
 # build free of a clang requirement.
@@ -280,6 +342,11 @@ test/concurrency/concurrency_tests: $(CONCURRENCY_OBJECTS)
 	$(CXX) $(CONCURRENCY_CXXFLAGS) -o $@ $(CONCURRENCY_OBJECTS) \
 		-L$(shell $(PG_CONFIG) --libdir) -lpq -lgtest -lgtest_main -pthread
 
+# The SQL edition's differential test (test/sql_edition/differential.sh): one libpq program
+# that makes the same calls in a database of each edition and compares what they answer.
+test/sql_edition/differential_test: test/sql_edition/differential_test.cpp
+	$(CXX) $(CONCURRENCY_CXXFLAGS) -o $@ $< -L$(shell $(PG_CONFIG) --libdir) -lpq
+
 # Fuzzing the core's decisions (libFuzzer, clang, no PostgreSQL): `make fuzz` builds
 # test/fuzz/decision_fuzzer; `make fuzz-run` runs it for FUZZ_SECONDS from the committed seed
 # corpus (test/fuzz/corpus), writing new inputs and any crash to FUZZ_WORK (ignored by git).
@@ -303,7 +370,7 @@ fuzz-run: test/fuzz/decision_fuzzer
 
 .PHONY: format-check
 format-check: layout-check
-	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp src/pg/*/*.cpp src/pg/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp test/fuzz/*.cpp)
+	clang-format --dry-run --Werror $(wildcard include/ratelimit/*.hpp src/*/*.cpp src/*/*.hpp src/pg/*/*.cpp src/pg/*/*.hpp test/unit/*.cpp test/concurrency/*.cpp test/concurrency/*.hpp test/sql_edition/*.cpp test/fuzz/*.cpp)
 
 # The rules of the rooms that a search can check (scripts/check-layout.sh, CONTRIBUTING.md's map).
 .PHONY: layout-check

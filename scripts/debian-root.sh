@@ -20,8 +20,9 @@
 # two runs from making the same root at once.
 #
 # Each clone has its copy in the root, /usr/src/ratelimit-<clone>-<hash of its path>, with its
-# own build products. One `run` or `sync` uses a root at a time: another waits for it (two runs
-# would install their builds over each other's).
+# own build products; the test-only sources beside a clone (../shared/vendor/) go beside the
+# copies, to /usr/src/shared/vendor/. One `run` or `sync` uses a root at a time: another waits
+# for it (two runs would install their builds over each other's).
 #
 # `run` mounts /proc, /dev, /dev/pts and /dev/shm inside the root for the command only. The
 # mounts are made in a private mount namespace, so the host never sees them and they vanish
@@ -237,6 +238,16 @@ sync_into_root() {
     rsync --recursive --links --perms --devices --specials --checksum --delete \
         --exclude=/.git --exclude=node_modules --filter=':- .gitignore' \
         "$repository/" "$dir$root_source/"
+    # The test-only sources beside the clone (../shared/vendor/, never in the repository) go
+    # beside its copy, where the same relative path finds them; absent here, absent there.
+    local vendor
+    vendor="$dir$(dirname "$root_source")/shared/vendor"
+    if [ -d "$repository/../shared/vendor" ]; then
+        mkdir -p "$vendor"
+        rsync --recursive --times --delete "$repository/../shared/vendor/" "$vendor/"
+    else
+        rm -rf "$vendor"
+    fi
 }
 
 # add-15: Debian 12's postgresql-15 in a newer root, beside the root's own major, so that one

@@ -43,6 +43,9 @@ packages=(
     curl
     nodejs
     npm
+    # pg_tle, built from its source for the SQL edition's tests (scripts/pg-tle.sh).
+    flex
+    libkrb5-dev
 )
 
 # A package that an installed one provides counts as present (a nodejs build that bundles npm

@@ -27,7 +27,7 @@ while [ "$#" -gt 0 ]; do
     shift
 done
 
-suite_names=(format unit regress pgtap node concurrency cron metrics postgrest security router lifecycle memory-wal faults pgbouncer dump-restore docs fuzz)
+suite_names=(format unit regress pgtap node concurrency differential cron metrics postgrest security router lifecycle memory-wal faults pgbouncer dump-restore docs fuzz sql-edition)
 for wanted in "$@"; do
     if ! printf '%s\n' "${suite_names[@]}" | grep -qxF -- "$wanted"; then
         echo "test/suites.sh: unknown suite \"$wanted\" (the suites: ${suite_names[*]})" >&2
@@ -144,6 +144,10 @@ run_suite regress "pg_regress" regress
 run_suite pgtap "pgTAP (pg_prove)" pgtap
 run_suite node "TypeScript edge helper (Node, pg)" bash test/node/run.sh
 run_suite concurrency "concurrency (libpq, real connections)" concurrency
+# The SQL edition against the C edition: the same random calls in a database of each, on a
+# cluster of its own that preloads ratelimit.
+run_suite differential "SQL edition decides as the C edition (libpq, own cluster)" \
+    bash test/sql_edition/differential.sh
 run_suite cron "pg_cron cleanup jobs (pg_prove)" cron
 # ratelimit.metrics() and the exporter's queries, scraped by the real prometheus-postgres-exporter;
 # then the policy counters running out, on a cluster of their own.
@@ -170,6 +174,9 @@ run_suite dump-restore "dump and restore (own cluster)" bash test/dump_restore.s
 run_suite docs "documentation examples and reference (own clusters)" bash test/docs/run.sh
 # The core's decision functions under libFuzzer for FUZZ_SECONDS (60 by default; longer on demand).
 run_suite fuzz "fuzzing the core (libFuzzer, ASan, UBSan)" bash test/fuzz/run.sh
+# The SQL edition installed through pg_tle and from its plain file, on a server without our library.
+run_suite sql-edition "SQL edition: installed through pg_tle and from the plain file (own cluster)" \
+    bash test/sql_edition/install.sh
 
 echo
 if [ "$failed" -gt 0 ]; then

@@ -56,7 +56,9 @@ AS $$
             CASE WHEN j.extension IS NULL THEN 'ratelimit' END,
             (SELECT n.nspname FROM pg_catalog.pg_extension e
              JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-             WHERE e.extname = j.extension),
+             -- The SQL edition's drop-ins are ratelimit_sql_<app>.
+             WHERE e.extname IN (j.extension, pg_catalog.replace(j.extension, 'ratelimit_', 'ratelimit_sql_'))
+             ORDER BY e.extname LIMIT 1),
             (SELECT n.nspname FROM pg_catalog.pg_proc p
              JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
              WHERE p.proname = j.function_name

@@ -6,11 +6,12 @@
 
 -- Whether `p_object` (of catalog `p_catalog`, pg_class or pg_proc) is a drop-in that ratelimit
 -- 0.6.0 made and left in place when it was updated to 0.7.0, of p_extension's app or (NULL) of
--- any: the update says so in its comment, and the object is owned by ratelimit's owner or a
--- superuser. Only an object's owner (or a superuser) can comment on it, so a role that makes its
--- own table of a drop-in's name, comment and all, cannot pass it off as ratelimit's. A relation
--- must be an ordinary table: a view (whose functions would run as the installing role when its
--- rows are copied) never is. drop_in_install_end checks its columns too.
+-- any: the update says so in its comment, and the object is owned by ratelimit's owner (either
+-- edition's: one serves a database) or a superuser. Only an object's owner (or a superuser) can
+-- comment on it, so a role that makes its own table of a drop-in's name, comment and all, cannot
+-- pass it off as ratelimit's. A relation must be an ordinary table: a view (whose functions would
+-- run as the installing role when its rows are copied) never is. drop_in_install_end checks its
+-- columns too.
 CREATE FUNCTION ratelimit.left_by_ratelimit(p_object oid, p_catalog name, p_extension text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
@@ -38,12 +39,13 @@ BEGIN
            AND EXISTS (SELECT FROM pg_catalog.pg_roles r
                        WHERE r.oid = object_owner
                          AND (r.rolsuper OR r.oid = (SELECT e.extowner FROM pg_catalog.pg_extension e
-                                                     WHERE e.extname = 'ratelimit')));
+                                                     WHERE e.extname IN ('ratelimit', 'ratelimit_sql'))));
 END
 $$;
 
--- The arguments of the drop-in install steps: none NULL, the extension one of the drop-ins', the
--- schema one that exists, named as an SQL identifier (as an extension script's schema is).
+-- The arguments of the drop-in install steps: none NULL, the extension one of the drop-ins' (of
+-- either edition: ratelimit_sql_<app> is the SQL edition's), the schema one that exists, named as
+-- an SQL identifier (as an extension script's schema is).
 CREATE FUNCTION ratelimit.drop_in_install_check(p_extension text, p_schema text, p_tables text[],
                                                 p_functions text[])
 RETURNS void
@@ -54,7 +56,9 @@ DECLARE
     schema_oid pg_catalog.regnamespace;
 BEGIN
     IF p_extension IS NULL OR p_extension NOT IN ('ratelimit_rpc_limits', 'ratelimit_endpoint_limits',
-                                                  'ratelimit_sliding_window_limits') THEN
+                                                  'ratelimit_sliding_window_limits',
+                                                  'ratelimit_sql_rpc_limits', 'ratelimit_sql_endpoint_limits',
+                                                  'ratelimit_sql_sliding_window_limits') THEN
         RAISE EXCEPTION 'p_extension must be ratelimit_rpc_limits, ratelimit_endpoint_limits or ratelimit_sliding_window_limits (got %)',
             coalesce(pg_catalog.quote_literal(p_extension), 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -99,6 +103,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     schema_oid pg_catalog.regnamespace;
+    -- The 0.6.0 update's comments name the C edition's extension of the app.
+    left_for text := pg_catalog.replace(p_extension, 'ratelimit_sql_', 'ratelimit_');
     conflicts text[] := '{}';
     found record;
     statements text[];
@@ -148,7 +154,7 @@ BEGIN
         CROSS JOIN LATERAL (VALUES (c.relname), (i.relname)) AS n(relname)
         JOIN pg_catalog.pg_class t ON t.relnamespace = schema_oid AND t.relname = n.relname || '_0_6_0'
         WHERE c.relnamespace = schema_oid AND c.relname = ANY (p_tables)
-          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', p_extension)
+          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', left_for)
         ORDER BY 1
     LOOP
         conflicts := conflicts || found.what;
@@ -169,7 +175,7 @@ BEGIN
                                  c.relname || '_0_6_0') AS statement
         FROM pg_catalog.pg_class c
         WHERE c.relnamespace = schema_oid AND c.relname = ANY (p_tables)
-          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', p_extension)
+          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', left_for)
         UNION ALL
         SELECT pg_catalog.format('ALTER INDEX %s.%I RENAME TO %I', schema_oid, i.relname,
                                  i.relname || '_0_6_0')
@@ -177,12 +183,12 @@ BEGIN
         JOIN pg_catalog.pg_index x ON x.indrelid = c.oid
         JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
         WHERE c.relnamespace = schema_oid AND c.relname = ANY (p_tables)
-          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', p_extension)
+          AND ratelimit.left_by_ratelimit(c.oid, 'pg_class', left_for)
         UNION ALL
         SELECT pg_catalog.format('DROP FUNCTION %s', p.oid::pg_catalog.regprocedure)
         FROM pg_catalog.pg_proc p
         WHERE p.pronamespace = schema_oid AND p.proname = ANY (p_functions)
-          AND ratelimit.left_by_ratelimit(p.oid, 'pg_proc', p_extension)
+          AND ratelimit.left_by_ratelimit(p.oid, 'pg_proc', left_for)
     ) AS s;
     FOREACH statement IN ARRAY statements LOOP
         EXECUTE statement;

@@ -105,8 +105,12 @@ BEGIN
         RAISE EXCEPTION '%: % must be STABLE or IMMUTABLE: a lookup reads, it never writes', p_column, lookup_oid::pg_catalog.regprocedure
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- ratelimit's owner: the extension's, of either edition; the SQL edition's plain install is
+    -- no extension, and its owner is the schema's.
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.oid = lookup_row.proowner
-                   AND (r.rolsuper OR r.oid = (SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname = 'ratelimit'))) THEN
+                   AND (r.rolsuper OR r.oid = coalesce(
+                            (SELECT e.extowner FROM pg_catalog.pg_extension e WHERE e.extname IN ('ratelimit', 'ratelimit_sql')),
+                            (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'ratelimit')))) THEN
         RAISE EXCEPTION '%: % must be owned by a superuser or ratelimit''s owner: every call runs it', p_column, lookup_oid::pg_catalog.regprocedure
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

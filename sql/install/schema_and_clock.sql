@@ -8,15 +8,22 @@ DECLARE
     present text;
 BEGIN
     IF EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'ratelimit') THEN
-        SELECT CASE
-                   WHEN EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'ratelimit_sql')
-                       THEN 'the SQL edition of ratelimit (extension ratelimit_sql) is installed'
-                   WHEN pg_catalog.to_regclass('ratelimit.sql_edition') IS NOT NULL
-                       THEN 'the SQL edition of ratelimit (its plain file) is installed'
-                   WHEN EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'ratelimit')
-                       THEN 'the C edition of ratelimit (extension ratelimit) is installed'
-                   ELSE 'a schema named ratelimit exists' END
-        INTO present;
+        -- The extension the schema belongs to (the one being created has its row already).
+        SELECT CASE e.extname
+                   WHEN 'ratelimit_sql' THEN 'the SQL edition of ratelimit (extension ratelimit_sql) is installed'
+                   WHEN 'ratelimit' THEN 'the C edition of ratelimit (extension ratelimit) is installed'
+                   ELSE pg_catalog.format('schema ratelimit belongs to extension %s', e.extname) END
+        INTO present
+        FROM pg_catalog.pg_depend d
+        JOIN pg_catalog.pg_extension e ON e.oid = d.refobjid
+        WHERE d.classid = 'pg_catalog.pg_namespace'::pg_catalog.regclass
+          AND d.objid = 'ratelimit'::pg_catalog.regnamespace
+          AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e';
+        IF present IS NULL THEN
+            present := CASE WHEN pg_catalog.to_regclass('ratelimit.sql_edition') IS NOT NULL
+                            THEN 'the SQL edition of ratelimit (its plain file) is installed'
+                            ELSE 'a schema named ratelimit exists' END;
+        END IF;
         RAISE EXCEPTION 'ratelimit cannot be installed in this database: %', present
             USING ERRCODE = 'duplicate_schema',
                   HINT = 'One edition serves a database. To move from the SQL edition to the C edition, keeping every count and policy, see docs/sql-edition.md, "Moving to the C edition".';

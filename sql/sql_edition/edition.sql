@@ -28,7 +28,7 @@ BEGIN
         CREATE OR REPLACE FUNCTION ratelimit.clock_now()
         RETURNS timestamptz
         LANGUAGE sql VOLATILE PARALLEL SAFE
-        AS 'SELECT coalesce(pg_catalog.nullif(pg_catalog.current_setting(''ratelimit.test_clock'', true), '''')::timestamptz, pg_catalog.clock_timestamp())';
+        AS 'SELECT COALESCE(NULLIF(pg_catalog.current_setting(''ratelimit.test_clock'', true), '''')::timestamptz, pg_catalog.clock_timestamp())';
     ELSE
         CREATE OR REPLACE FUNCTION ratelimit.clock_now()
         RETURNS timestamptz

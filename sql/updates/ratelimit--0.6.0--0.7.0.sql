@@ -96,6 +96,7 @@ ALTER TABLE ratelimit.policies ADD COLUMN tier_lookup text,
 -- @include sql/install/declared_limiters.sql
 -- @include sql/install/insert_limits.sql
 -- @include sql/install/row_security_limits.sql
+-- @include sql/install/moving.sql
 
 ------------------------------------------------------------------------------------------------
 -- Privileges: the grants of each extension are set by one function, which the drop-in

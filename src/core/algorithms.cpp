@@ -400,6 +400,12 @@ void bucket_level(const Limit& l, const KeyState& s, std::int64_t* tokens,
     if (*tokens >= l.burst) {
         *tokens = l.burst;
         *fraction = 0;
+    } else if (*tokens < -most_owed(l)) {
+        // A debt charged under a faster limit is kept only up to what this one works off in
+        // kMaxWindow, as a charge under it would have been cut: its waits stay within about a
+        // year, and their instants within 64 bits.
+        *tokens = -most_owed(l);
+        *fraction = 0;
     } else {
         *fraction = static_cast<std::int64_t>(Wide(s.carry) * l.period / measured_period(l, s));
     }

@@ -3,10 +3,15 @@
 // connection for checking the tables. The per-RPC and endpoint drop-ins are in public, the
 // sliding window's in the schema sliding_window: its check_rate_limit shares the per-RPC one's
 // name, so the two apps' drop-ins cannot share a schema (tests qualify sliding_window.*).
+//
+// With RATELIMIT_EDITION=sql the extensions are the SQL edition's (ratelimit_sql and
+// ratelimit_sql_<app>, registered in the database through pg_tle beforehand:
+// test/sql_edition/install.sh), its clock switched to the test clock the tests set.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -18,13 +23,23 @@ class FreshExtensionTest : public ::testing::Test {
   protected:
     void SetUp() override {
         ASSERT_TRUE(setup_.connected()) << setup_.error_message();
+        const std::string extension = sql_edition() ? "ratelimit_sql" : "ratelimit";
         // CASCADE drops the drop-in extensions too; the (then empty) schema stays.
-        setup_.query("DROP EXTENSION IF EXISTS ratelimit CASCADE");
-        setup_.query("CREATE EXTENSION ratelimit");
-        setup_.query("CREATE EXTENSION ratelimit_rpc_limits");
-        setup_.query("CREATE EXTENSION ratelimit_endpoint_limits");
+        setup_.query("DROP EXTENSION IF EXISTS " + extension + " CASCADE");
+        setup_.query("CREATE EXTENSION " + extension);
+        setup_.query("CREATE EXTENSION " + extension + "_rpc_limits");
+        setup_.query("CREATE EXTENSION " + extension + "_endpoint_limits");
         setup_.query("CREATE SCHEMA IF NOT EXISTS sliding_window");
-        setup_.query("CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window");
+        setup_.query("CREATE EXTENSION " + extension +
+                     "_sliding_window_limits SCHEMA sliding_window");
+        if (sql_edition()) {
+            setup_.query("SELECT ratelimit.use_test_clock(true)");
+        }
+    }
+
+    static bool sql_edition() {
+        const char* edition = std::getenv("RATELIMIT_EDITION");
+        return edition != nullptr && std::string(edition) == "sql";
     }
 
     // The setup connection is a superuser: it reads the drop-ins' tables despite row level

@@ -15,6 +15,8 @@
 #   - a ```sql block without a ```text block after it is run, its output not compared;
 #   - a ```sql block right after the line <!-- docs-test: skip --> is not run (shell steps,
 #     ALTER SYSTEM, pg_cron jobs in another database: what cannot run here);
+#   - a page with the line <!-- docs-test: sql-edition --> runs on the SQL edition, installed
+#     from its plain file (make sql-edition builds it), instead of the extension;
 #   - docs/reference.md lists every function of the extension and of its drop-in extensions in
 #     ```signature blocks, one line each: `ratelimit.<name>(<args>) RETURNS <result>` for the
 #     schema ratelimit, `<name>(...)` for the drop-ins in the schema CREATE EXTENSION was given,
@@ -31,6 +33,8 @@ cd "$(dirname "$0")/../.."
 
 source scripts/tap.sh
 source scripts/cluster.sh
+# The SQL edition's plain file, for the pages that show it (built from the tree: no server needed).
+make -s sql-edition >/dev/null
 
 work="$(mktemp -d /tmp/ratelimit-docs.XXXXXX)"
 chmod 755 "$work"
@@ -46,12 +50,20 @@ else
     pages=(README.md docs/*.md)
 fi
 
+# start_page_cluster [EDITION]: EDITION sql installs the SQL edition from its plain file (built
+# by make sql-edition) instead of creating the extension, its clock switched to the test clock.
 start_page_cluster() {
     cluster_start "shared_preload_libraries = 'pg_cron,ratelimit'" "cron.database_name = 'postgres'" \
         "max_worker_processes = 16" "fsync = off" >/dev/null || return 1
     trap cleanup EXIT
-    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE docs" >/dev/null &&
+    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE docs" >/dev/null || return 1
+    if [ "${1:-c}" = sql ]; then
+        PGDATABASE=docs psql -X -q -v ON_ERROR_STOP=1 -o /dev/null \
+            -f "build/sql_edition/ratelimit_sql--$(sed -n "s/^default_version = '\(.*\)'/\1/p" ratelimit.control).plain.sql" &&
+            PGDATABASE=docs psql -X -q -v ON_ERROR_STOP=1 -o /dev/null -c "SELECT ratelimit.use_test_clock(true)"
+    else
         PGDATABASE=docs psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION ratelimit" >/dev/null
+    fi
 }
 
 # Prints the text of a block's output, trailing spaces and surrounding blank lines removed, so
@@ -73,7 +85,12 @@ check_page() {
     if [ -z "$blocks" ]; then
         return 0
     fi
-    if ! start_page_cluster; then
+    # A page that shows the SQL edition says so on a line of its own.
+    local edition=c
+    if grep -qxF '<!-- docs-test: sql-edition -->' "$page"; then
+        edition=sql
+    fi
+    if ! start_page_cluster "$edition"; then
         ok 1 "$page: cluster and database start"
         return 0
     fi

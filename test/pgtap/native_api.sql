@@ -4,7 +4,7 @@
 -- whole milliseconds), so a change in any algorithm's arithmetic shows up here as a wrong number.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION ratelimit;
+\ir install_edition.psql
 SET LOCAL timezone = 'UTC';
 
 SELECT plan(1580);

@@ -4,7 +4,7 @@
 -- row level security on, no privileges for PUBLIC or any role but their owner.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION ratelimit;
+\ir install_edition.psql
 SET LOCAL timezone = 'UTC';
 SET LOCAL ratelimit.test_clock = '2026-01-01 00:00:01+00';
 

@@ -284,6 +284,28 @@ TEST(Charge, HugeChargesAreBounded) {
     }
 }
 
+// A bucket's debt read under a slower limit: charged deep under N = 2^31 - 3 a year, read under 2
+// a year, it owes at most what the slow limit works off in about a year, and its waits say so
+// (the wait once overflowed 64 bits and came out meaningless).
+TEST(Charge, BucketDebtsReadUnderASlowerLimitStayBounded) {
+    const Micros year = 365LL * 24 * 3600 * kMicrosPerSecond;
+    for (Algorithm algorithm : {Algorithm::kTokenBucket, Algorithm::kGcra}) {
+        SCOPED_TRACE(algorithm_name(algorithm));
+        const Limit fast = limit_of(algorithm, 2147483645, year, 2147483645);
+        const Limit slow = limit_of(algorithm, 2, year, 2);
+        KeyState charged;
+        for (int i = 0; i < 4; ++i)
+            decide(fast, charged, kStart, 2147483645, Action::kCharge);
+        const Decision d = probe(slow, charged, kStart + kMicrosPerSecond, 1, Action::kPeek);
+        EXPECT_FALSE(d.allowed);
+        EXPECT_GT(d.retry_after, 0);
+        EXPECT_LE(d.retry_after, kMaxWindow + slow.period);
+        EXPECT_GE(d.reset_after, d.retry_after);
+        EXPECT_LE(d.reset_after, kMaxWindow + slow.period);
+        EXPECT_TRUE(probe(slow, charged, kStart + kMicrosPerSecond + d.retry_after, 1).allowed);
+    }
+}
+
 // A window's debt read under another limit: charged under a small period, read under a long one,
 // it owes at most what the long one works off in about a year; and a refund of a window written
 // under a higher limit (past this one's N, but not by a charge) is not taken for a debt. Both

@@ -1,0 +1,3 @@
+-- consume on the unlogged engine over 10,000 keys.
+\set k random(1, 10000)
+SELECT ratelimit.consume('bench-' || :k, 1000000000, '365 days', p_engine => 'unlogged');

@@ -1,0 +1,2 @@
+-- The floor: a round trip that decides nothing.
+SELECT 1;

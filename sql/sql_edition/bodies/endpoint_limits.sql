@@ -1,0 +1,115 @@
+-- The SQL edition's body of the C function of sql/drop_ins/endpoint_limits.sql (the extension
+-- ratelimit_sql_endpoint_limits), deciding as src/pg/drop_ins/endpoint_limits.cpp does: windows
+-- aligned to multiples of their length since the epoch, every call counted, allowed or not. A
+-- call is counted in rate_limits, or with ratelimit.dropin_engine = unlogged in the unlogged
+-- engine's namespace drop-in/rate_limits, under "<user id>:<endpoint>".
+
+-- increment_rate_limit(...) RETURNS jsonb {allowed, current, limit, retryAfter}.
+-- @begin ratelimit_endpoint_limits_increment_rate_limit
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    chosen record;
+    engine text;
+    now_at timestamptz;
+    now_micros bigint;
+    window_start_micros bigint;
+    counted bigint;
+    ends_at timestamptz;
+    end_micros bigint;
+    allowed boolean;
+BEGIN
+    IF p_user_id IS NULL THEN
+        RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_endpoint IS NULL THEN
+        RAISE EXCEPTION 'p_endpoint must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(p_endpoint) = 0 THEN
+        RAISE EXCEPTION 'p_endpoint must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF octet_length(p_endpoint) > 256 THEN
+        RAISE EXCEPTION 'p_endpoint must be at most 256 bytes long, got %', octet_length(p_endpoint)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit IS NULL THEN
+        RAISE EXCEPTION 'p_limit must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_window_seconds IS NULL THEN
+        RAISE EXCEPTION 'p_window_seconds must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_increment IS NULL THEN
+        RAISE EXCEPTION 'p_increment must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_limit <= 0 THEN
+        RAISE EXCEPTION 'p_limit must be greater than zero, got %', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window_seconds <= 0 THEN
+        RAISE EXCEPTION 'p_window_seconds must be greater than zero, got %', p_window_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window_seconds > 31536000 THEN
+        RAISE EXCEPTION 'p_window_seconds must be at most 31536000 (365 days), got %', p_window_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_increment <= 0 THEN
+        RAISE EXCEPTION 'p_increment must be greater than zero, got %', p_increment
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    chosen := ratelimit.drop_in_limit(ARRAY['p_endpoint', 'p_limit', 'p_window_seconds'], 'endpoint.',
+                                      p_endpoint, 1000000, p_limit, p_window_seconds);
+    -- A caller with a JWT sub may only spend its own quota, a JWT role without one no quota at
+    -- all; trusted callers (service_role, server code: no sub) may name any user.
+    PERFORM ratelimit.drop_in_require_may_act_on('p_user_id', p_user_id, ratelimit.drop_in_caller(),
+                                                 ratelimit.drop_in_jwt_role());
+
+    now_at := ratelimit.clock_now();
+    now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
+    -- The aligned window holding now (floor division).
+    window_start_micros := now_micros - (now_micros % chosen.window_micros
+                                         + chosen.window_micros) % chosen.window_micros;
+    engine := ratelimit.drop_in_engine();
+    IF engine IS NOT NULL THEN
+        -- The same windows on the engine: the window still open (expires_at > now), else a
+        -- new aligned one.
+        SELECT w.counted, w.window_end INTO counted, end_micros
+        FROM ratelimit.drop_in_count_in_window('increment_rate_limit', engine, 'drop-in/rate_limits',
+                                               p_user_id::text || ':' || p_endpoint, now_micros,
+                                               window_start_micros + chosen.window_micros, false,
+                                               p_increment) AS w;
+    ELSE
+        -- One statement: the window's row is made or incremented under its row lock. The
+        -- window counted in is the one still open for (user_id, endpoint), if any, whatever
+        -- p_window_seconds says (a caller would otherwise reset its count by passing another
+        -- length); only when none is open does the caller's aligned window start.
+        WITH open_window AS (
+            SELECT o.window_start, o.expires_at FROM @extschema@.rate_limits AS o
+            WHERE o.user_id = p_user_id AND o.endpoint = p_endpoint
+              AND o.window_start <= now_at AND o.expires_at > now_at
+            ORDER BY o.expires_at DESC LIMIT 1)
+        INSERT INTO @extschema@.rate_limits AS r
+            (user_id, endpoint, counter, window_start, expires_at, created_at)
+        SELECT p_user_id, p_endpoint, p_increment,
+               COALESCE(w.window_start, timestamptz 'epoch' + window_start_micros * interval '1 microsecond'),
+               COALESCE(w.expires_at, timestamptz 'epoch'
+                                      + (window_start_micros + chosen.window_micros) * interval '1 microsecond'),
+               now_at
+        FROM (VALUES (1)) AS one LEFT JOIN open_window AS w ON true
+        ON CONFLICT (user_id, endpoint, window_start) DO UPDATE SET
+            counter = LEAST(r.counter::bigint + p_increment, 2147483647)::integer
+        RETURNING r.counter, r.expires_at INTO counted, ends_at;
+        end_micros := (EXTRACT(epoch FROM ends_at) * 1000000)::bigint;
+    END IF;
+
+    -- A saturated counter has lost count: it denies whatever the limit.
+    allowed := counted < 2147483647 AND counted <= chosen.enforced_limit;
+    RETURN jsonb_build_object(
+        'allowed', allowed,
+        'current', counted,
+        'limit', chosen.enforced_limit,
+        'retryAfter', CASE WHEN allowed THEN 0 ELSE (end_micros - now_micros + 999999) / 1000000 END);
+END
+$$;
+-- @end ratelimit_endpoint_limits_increment_rate_limit

@@ -1,0 +1,162 @@
+-- The SQL edition's bodies of the C functions of sql/drop_ins/rpc_limits.sql (the extension
+-- ratelimit_sql_rpc_limits), deciding as src/pg/drop_ins/rpc_limits.cpp does. Each checks its
+-- arguments in the C edition's order, with its errors; the limit and the caller come from the
+-- rules of sql/sql_edition/drop_in_rules.sql. A call is counted in rpc_rate_limits, or with
+-- ratelimit.dropin_engine = unlogged in the unlogged engine's namespace drop-in/rpc_rate_limits,
+-- under "<user id>:<rpc name>".
+
+-- check_rate_limit(p_rpc_name, p_max_calls, p_window_minutes): the caller from the JWT; an
+-- anonymous caller is allowed without being counted (the original function's fail-open).
+-- @begin ratelimit_rpc_limits_check_rate_limit
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    chosen record;
+    caller uuid;
+    engine text;
+    now_at timestamptz;
+    now_micros bigint;
+    counted bigint;
+BEGIN
+    IF p_rpc_name IS NULL THEN
+        RAISE EXCEPTION 'p_rpc_name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(p_rpc_name) = 0 THEN
+        RAISE EXCEPTION 'p_rpc_name must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF octet_length(p_rpc_name) > 256 THEN
+        RAISE EXCEPTION 'p_rpc_name must be at most 256 bytes long, got %', octet_length(p_rpc_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_calls IS NULL THEN
+        RAISE EXCEPTION 'p_max_calls must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_window_minutes IS NULL THEN
+        RAISE EXCEPTION 'p_window_minutes must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_max_calls <= 0 THEN
+        RAISE EXCEPTION 'p_max_calls must be greater than zero, got %', p_max_calls
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window_minutes <= 0 THEN
+        RAISE EXCEPTION 'p_window_minutes must be greater than zero, got %', p_window_minutes
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window_minutes > 525600 THEN
+        RAISE EXCEPTION 'p_window_minutes must be at most 525600 (365 days), got %', p_window_minutes
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    chosen := ratelimit.drop_in_limit(ARRAY['p_rpc_name', 'p_max_calls', 'p_window_minutes'], 'rpc.',
+                                      p_rpc_name, 60000000, p_max_calls, p_window_minutes);
+    caller := ratelimit.drop_in_caller();
+    IF caller IS NULL THEN
+        RETURN true;
+    END IF;
+
+    now_at := ratelimit.clock_now();
+    now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
+    engine := ratelimit.drop_in_engine();
+    IF engine IS NOT NULL THEN
+        -- The same window on the engine: it restarts once window_expires_at < now.
+        SELECT w.counted INTO counted
+        FROM ratelimit.drop_in_count_in_window('check_rate_limit', engine, 'drop-in/rpc_rate_limits',
+                                               caller::text || ':' || p_rpc_name, now_micros,
+                                               now_micros + chosen.window_micros, true, 1) AS w;
+    ELSE
+        -- RollingWindow's transition under the row lock INSERT ... ON CONFLICT takes: a window
+        -- restarts only once the window_expires_at it was opened with has passed, whatever
+        -- length a later call (or an edited policy) gives; call_count saturates.
+        INSERT INTO @extschema@.rpc_rate_limits AS r
+            (user_id, rpc_name, call_count, window_start, window_expires_at)
+        VALUES (caller, p_rpc_name, 1, now_at, now_at + chosen.window_micros * interval '1 microsecond')
+        ON CONFLICT (user_id, rpc_name) DO UPDATE SET
+            call_count = CASE WHEN r.window_expires_at < now_at THEN 1
+                              ELSE r.call_count + (r.call_count < 2147483647)::integer END,
+            window_start = CASE WHEN r.window_expires_at < now_at THEN now_at ELSE r.window_start END,
+            window_expires_at = CASE WHEN r.window_expires_at < now_at
+                                     THEN now_at + chosen.window_micros * interval '1 microsecond'
+                                     ELSE r.window_expires_at END
+        RETURNING r.call_count INTO counted;
+    END IF;
+    -- A saturated count has lost count: it denies whatever the limit.
+    RETURN counted < 2147483647 AND counted <= chosen.enforced_limit;
+END
+$$;
+-- @end ratelimit_rpc_limits_check_rate_limit
+
+-- check_rate_limit_for_user(p_user_id, p_rpc_name, p_max_calls, p_window_minutes): the same
+-- decision for a user the caller names, which a JWT role may do for its own id only.
+-- @begin ratelimit_rpc_limits_check_rate_limit_for_user
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    chosen record;
+    engine text;
+    now_at timestamptz;
+    now_micros bigint;
+    counted bigint;
+BEGIN
+    IF p_user_id IS NULL THEN
+        RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_rpc_name IS NULL THEN
+        RAISE EXCEPTION 'p_rpc_name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(p_rpc_name) = 0 THEN
+        RAISE EXCEPTION 'p_rpc_name must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF octet_length(p_rpc_name) > 256 THEN
+        RAISE EXCEPTION 'p_rpc_name must be at most 256 bytes long, got %', octet_length(p_rpc_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_calls IS NULL THEN
+        RAISE EXCEPTION 'p_max_calls must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_window_minutes IS NULL THEN
+        RAISE EXCEPTION 'p_window_minutes must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_max_calls <= 0 THEN
+        RAISE EXCEPTION 'p_max_calls must be greater than zero, got %', p_max_calls
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window_minutes <= 0 THEN
+        RAISE EXCEPTION 'p_window_minutes must be greater than zero, got %', p_window_minutes
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window_minutes > 525600 THEN
+        RAISE EXCEPTION 'p_window_minutes must be at most 525600 (365 days), got %', p_window_minutes
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    chosen := ratelimit.drop_in_limit(ARRAY['p_rpc_name', 'p_max_calls', 'p_window_minutes'], 'rpc.',
+                                      p_rpc_name, 60000000, p_max_calls, p_window_minutes);
+    IF ratelimit.drop_in_jwt_role() THEN
+        PERFORM ratelimit.drop_in_require_may_act_on('p_user_id', p_user_id, ratelimit.drop_in_caller(), true);
+    END IF;
+
+    now_at := ratelimit.clock_now();
+    now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
+    engine := ratelimit.drop_in_engine();
+    IF engine IS NOT NULL THEN
+        SELECT w.counted INTO counted
+        FROM ratelimit.drop_in_count_in_window('check_rate_limit', engine, 'drop-in/rpc_rate_limits',
+                                               p_user_id::text || ':' || p_rpc_name, now_micros,
+                                               now_micros + chosen.window_micros, true, 1) AS w;
+    ELSE
+        INSERT INTO @extschema@.rpc_rate_limits AS r
+            (user_id, rpc_name, call_count, window_start, window_expires_at)
+        VALUES (p_user_id, p_rpc_name, 1, now_at, now_at + chosen.window_micros * interval '1 microsecond')
+        ON CONFLICT (user_id, rpc_name) DO UPDATE SET
+            call_count = CASE WHEN r.window_expires_at < now_at THEN 1
+                              ELSE r.call_count + (r.call_count < 2147483647)::integer END,
+            window_start = CASE WHEN r.window_expires_at < now_at THEN now_at ELSE r.window_start END,
+            window_expires_at = CASE WHEN r.window_expires_at < now_at
+                                     THEN now_at + chosen.window_micros * interval '1 microsecond'
+                                     ELSE r.window_expires_at END
+        RETURNING r.call_count INTO counted;
+    END IF;
+    RETURN counted < 2147483647 AND counted <= chosen.enforced_limit;
+END
+$$;
+-- @end ratelimit_rpc_limits_check_rate_limit_for_user

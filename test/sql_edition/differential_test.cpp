@@ -1,0 +1,1878 @@
+// The SQL edition decides exactly as the C edition: random calls of the native API, each made
+// alike in a database with the C edition (extension ratelimit) and in one with the SQL edition
+// (ratelimit_sql), on the same frozen clock (ratelimit.test_clock). Both must give the same
+// answer (the same result text, or the same SQLSTATE and primary message) and leave the same
+// state rows for the keys the call named; the whole state tables are compared every few
+// thousand calls and at the end. test/sql_edition/differential.sh makes the two databases and
+// runs it:
+//
+//   differential_test C_EDITION_CONNINFO SQL_EDITION_CONNINFO
+//
+// DIFFERENTIAL_STEPS calls are made (100000 by default). Each run prints its seed, and the calls
+// depend on the seed alone (never on an answer), so DIFFERENTIAL_SEED replays a run exactly.
+//
+// The calls come from one table of generators with weights (kGenerators): an area of the API
+// joins the test as one more generator function there. A generator may also start a scenario,
+// calls queued to run in order on a fresh key with the clock moved exactly (window edges, delay
+// queues, daylight saving at midnight). Every call goes through run_step, which runs it on both
+// editions and compares.
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace ratelimit_test {
+namespace {
+
+using Micros = std::int64_t;
+// A parameter or a column: std::nullopt is SQL NULL.
+using Value = std::optional<std::string>;
+using Row = std::vector<Value>;
+
+constexpr Micros kMillisecond = 1000;
+constexpr Micros kSecond = 1000 * kMillisecond;
+constexpr Micros kMinute = 60 * kSecond;
+constexpr Micros kHour = 60 * kMinute;
+constexpr Micros kDay = 24 * kHour;
+constexpr Micros kMaxWindow = 365 * kDay;
+constexpr std::int64_t kMaxInteger = 2147483647;
+
+// The run's clock moves between 2026-01-01 and 2031-01-01 UTC.
+constexpr Micros kClockStart = 1767225600LL * kSecond;
+constexpr Micros kClockEnd = 1924992000LL * kSecond;
+
+// The share of calls given a bad argument (or two) that both editions must refuse alike.
+constexpr double kBadInputs = 0.06;
+// The share of calls on the memory engine, which the SQL edition does not have.
+constexpr double kMemory = 0.02;
+// The whole state tables are compared this often, so that a write to a key the call did not
+// name shows up too.
+constexpr long kWholeStateEvery = 5000;
+
+// ---- random numbers: xoshiro256**, the same sequence for a seed on every platform ----------
+
+class Random {
+  public:
+    explicit Random(std::uint64_t seed) {
+        for (std::uint64_t& word : state_) {
+            seed += 0x9e3779b97f4a7c15ULL;
+            std::uint64_t mixed = seed;
+            mixed = (mixed ^ (mixed >> 30)) * 0xbf58476d1ce4e5b9ULL;
+            mixed = (mixed ^ (mixed >> 27)) * 0x94d049bb133111ebULL;
+            word = mixed ^ (mixed >> 31);
+        }
+    }
+
+    std::uint64_t next() {
+        const std::uint64_t result = rotate(state_[1] * 5, 7) * 9;
+        const std::uint64_t shifted = state_[1] << 17;
+        state_[2] ^= state_[0];
+        state_[3] ^= state_[1];
+        state_[1] ^= state_[2];
+        state_[0] ^= state_[3];
+        state_[2] ^= shifted;
+        state_[3] = rotate(state_[3], 45);
+        return result;
+    }
+
+    // In [0, 1).
+    double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+    bool chance(double probability) { return unit() < probability; }
+
+    // In [low, high].
+    std::int64_t between(std::int64_t low, std::int64_t high) {
+        const std::uint64_t span = static_cast<std::uint64_t>(high - low) + 1;
+        return low + static_cast<std::int64_t>(next() % span);
+    }
+
+    template <typename T>
+    const T& pick(const std::vector<T>& items) {
+        return items[next() % items.size()];
+    }
+
+    template <typename T>
+    void shuffle(std::vector<T>& items) {
+        for (std::size_t i = items.size(); i > 1; --i)
+            std::swap(items[i - 1], items[next() % i]);
+    }
+
+  private:
+    static std::uint64_t rotate(std::uint64_t value, int bits) {
+        return (value << bits) | (value >> (64 - bits));
+    }
+    std::uint64_t state_[4];
+};
+
+// ---- text ---------------------------------------------------------------------------------
+
+// An instant as ratelimit.test_clock takes it: "2026-01-01 00:00:00.000000+00".
+std::string clock_text(Micros instant) {
+    Micros seconds = instant / kSecond;
+    Micros fraction = instant % kSecond;
+    if (fraction < 0) {
+        fraction += kSecond;
+        --seconds;
+    }
+    Micros days = seconds / 86400;
+    Micros second_of_day = seconds % 86400;
+    if (second_of_day < 0) {
+        second_of_day += 86400;
+        --days;
+    }
+    // The civil date of a day count (Howard Hinnant's civil_from_days).
+    days += 719468;
+    const Micros era = (days >= 0 ? days : days - 146096) / 146097;
+    const Micros day_of_era = days - era * 146097;
+    const Micros year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
+    const Micros day_of_year =
+        day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    const Micros shifted_month = (5 * day_of_year + 2) / 153;
+    const Micros day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    const Micros month = shifted_month < 10 ? shifted_month + 3 : shifted_month - 9;
+    const Micros year = year_of_era + era * 400 + (month <= 2 ? 1 : 0);
+    char text[64];
+    std::snprintf(text, sizeof text, "%04lld-%02lld-%02lld %02lld:%02lld:%02lld.%06lld+00",
+                  static_cast<long long>(year), static_cast<long long>(month),
+                  static_cast<long long>(day), static_cast<long long>(second_of_day / 3600),
+                  static_cast<long long>(second_of_day / 60 % 60),
+                  static_cast<long long>(second_of_day % 60), static_cast<long long>(fraction));
+    return text;
+}
+
+// An array literal; every element quoted, so that any key survives.
+std::string array_text(const std::vector<Value>& elements) {
+    std::string text = "{";
+    for (std::size_t i = 0; i < elements.size(); ++i) {
+        if (i > 0)
+            text += ',';
+        if (!elements[i]) {
+            text += "NULL";
+            continue;
+        }
+        text += '"';
+        for (const char c : *elements[i]) {
+            if (c == '"' || c == '\\')
+                text += '\\';
+            text += c;
+        }
+        text += '"';
+    }
+    return text + "}";
+}
+
+std::string repeated(const std::string& piece, int times) {
+    std::string text;
+    for (int i = 0; i < times; ++i)
+        text += piece;
+    return text;
+}
+
+// A value as an SQL literal, shortened past `most` bytes (then it is for reading only).
+std::string literal(const Value& value, std::size_t most = 300) {
+    if (!value)
+        return "NULL";
+    std::string text = "'";
+    const std::string& raw = *value;
+    for (std::size_t i = 0; i < raw.size() && i < most; ++i) {
+        if (raw[i] == '\'')
+            text += '\'';
+        text += raw[i];
+    }
+    text += '\'';
+    if (raw.size() > most)
+        text += "/* shortened: " + std::to_string(raw.size()) + " bytes */";
+    return text;
+}
+
+// ---- the two databases --------------------------------------------------------------------
+
+// What one statement gave: its rows, or its error.
+struct Outcome {
+    bool error = false;
+    std::string sqlstate;
+    std::string message;  // the primary message, compared whole
+    std::string details;  // DETAIL, HINT and CONTEXT: shown, not compared
+    std::vector<std::string> columns;
+    std::vector<Row> rows;
+
+    bool same(const Outcome& other) const {
+        if (error != other.error)
+            return false;
+        return error ? sqlstate == other.sqlstate && message == other.message : rows == other.rows;
+    }
+
+    std::string text(const std::string& indent = "") const {
+        if (error)
+            return "ERROR " + sqlstate + ": " + message;
+        std::string text;
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+            if (i > 0)
+                text += "\n" + indent;
+            for (std::size_t j = 0; j < rows[i].size(); ++j)
+                text += (j > 0 ? " | " : "") + rows[i][j].value_or("NULL");
+        }
+        return rows.empty() ? "(no rows)" : text;
+    }
+};
+
+// One connection in pipeline mode: statements are sent without waiting, each with a sync of its
+// own (so each runs in a transaction of its own and an error undoes only its statement), and
+// their outcomes read later in the same order.
+class Database {
+  public:
+    Database(std::string label, const std::string& conninfo)
+        : label_(std::move(label)), conn_(PQconnectdb(conninfo.c_str())) {
+        if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK)
+            throw std::runtime_error(label_ + ": cannot connect (" + conninfo +
+                                     "): " + (conn_ ? PQerrorMessage(conn_) : "out of memory"));
+        PQsetNoticeProcessor(
+            conn_, [](void*, const char*) {}, nullptr);
+        if (PQenterPipelineMode(conn_) != 1)
+            throw std::runtime_error(label_ + ": no pipeline mode: " + PQerrorMessage(conn_));
+    }
+    ~Database() { PQfinish(conn_); }
+    Database(const Database&) = delete;
+    Database& operator=(const Database&) = delete;
+
+    const std::string& label() const { return label_; }
+
+    // Sends one statement and a sync. A text sent a second time is prepared (up to
+    // kMostPrepared of them), so that the server parses and plans it once per connection: the
+    // state query runs at every step.
+    void send(const std::string& sql, const std::vector<Value>& params) {
+        std::vector<const char*> values;
+        values.reserve(params.size());
+        for (const Value& value : params)
+            values.push_back(value ? value->c_str() : nullptr);
+        const int count = static_cast<int>(values.size());
+        auto prepared = prepared_.find(sql);
+        bool preparing = false;
+        if (prepared == prepared_.end() && prepared_.size() < kMostPrepared && ++seen_[sql] >= 2) {
+            const std::string name = "statement_" + std::to_string(++names_);
+            preparing = true;
+            if (PQsendPrepare(conn_, name.c_str(), sql.c_str(), count, nullptr) != 1 ||
+                PQpipelineSync(conn_) != 1)
+                throw std::runtime_error(label_ + ": cannot send: " + PQerrorMessage(conn_));
+            prepared = prepared_.emplace(sql, name).first;
+        }
+        const int sent = prepared == prepared_.end()
+                             ? PQsendQueryParams(conn_, sql.c_str(), count, nullptr, values.data(),
+                                                 nullptr, nullptr, 0)
+                             : PQsendQueryPrepared(conn_, prepared->second.c_str(), count,
+                                                   values.data(), nullptr, nullptr, 0);
+        if (sent != 1 || PQpipelineSync(conn_) != 1)
+            throw std::runtime_error(label_ + ": cannot send: " + PQerrorMessage(conn_));
+        sent_.push_back(Sent{sql, preparing});
+    }
+
+    // The outcome of the oldest statement sent and not read yet. When its text was prepared
+    // and that failed, the outcome is the failure (running it says only that it does not exist).
+    Outcome receive() {
+        const Sent sent = sent_.front();
+        sent_.pop_front();
+        if (sent.preparing) {
+            const Outcome prepared = receive_one();
+            if (prepared.error) {
+                receive_one();
+                prepared_.erase(sent.sql);
+                return prepared;
+            }
+        }
+        return receive_one();
+    }
+
+    Outcome run(const std::string& sql, const std::vector<Value>& params = {}) {
+        send(sql, params);
+        return receive();
+    }
+
+    // For setting up: an error stops the run.
+    Outcome checked(const std::string& sql, const std::vector<Value>& params = {}) {
+        Outcome outcome = run(sql, params);
+        if (outcome.error)
+            throw std::runtime_error(label_ + ": " + sql + ": " + outcome.text() + " " +
+                                     outcome.details);
+        return outcome;
+    }
+
+  private:
+    static constexpr std::size_t kMostPrepared = 2000;
+
+    struct Sent {
+        std::string sql;
+        bool preparing = false;  // prepared first, the outcome of that read first
+    };
+
+    Outcome receive_one() {
+        Outcome outcome;
+        bool answered = false;
+        while (PGresult* result = PQgetResult(conn_)) {
+            if (!answered)
+                outcome = read(result);
+            answered = true;
+            PQclear(result);
+        }
+        PGresult* sync = PQgetResult(conn_);
+        const bool synced = sync != nullptr && PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+        PQclear(sync);
+        if (!answered || !synced)
+            throw std::runtime_error(label_ +
+                                     ": the connection was lost: " + PQerrorMessage(conn_));
+        return outcome;
+    }
+
+    static std::string field(const PGresult* result, int code) {
+        const char* text = PQresultErrorField(result, code);
+        return text ? text : "";
+    }
+
+    static Outcome read(const PGresult* result) {
+        Outcome outcome;
+        const ExecStatusType status = PQresultStatus(result);
+        if (status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK) {
+            for (int column = 0; column < PQnfields(result); ++column)
+                outcome.columns.push_back(PQfname(result, column));
+            for (int row = 0; row < PQntuples(result); ++row) {
+                Row values;
+                for (int column = 0; column < PQnfields(result); ++column)
+                    values.push_back(PQgetisnull(result, row, column)
+                                         ? Value()
+                                         : Value(PQgetvalue(result, row, column)));
+                outcome.rows.push_back(std::move(values));
+            }
+            return outcome;
+        }
+        outcome.error = true;
+        outcome.sqlstate = field(result, PG_DIAG_SQLSTATE);
+        outcome.message = field(result, PG_DIAG_MESSAGE_PRIMARY);
+        if (outcome.message.empty())
+            outcome.message =
+                std::string(PQresStatus(status)) + ": " + PQresultErrorMessage(result);
+        for (const auto& [code, name] :
+             {std::pair<int, const char*>{PG_DIAG_MESSAGE_DETAIL, "DETAIL"},
+              {PG_DIAG_MESSAGE_HINT, "HINT"},
+              {PG_DIAG_CONTEXT, "CONTEXT"}}) {
+            const std::string text = field(result, code);
+            if (!text.empty())
+                outcome.details +=
+                    std::string(outcome.details.empty() ? "" : "; ") + name + ": " + text;
+        }
+        return outcome;
+    }
+
+    std::string label_;
+    PGconn* conn_;
+    std::deque<Sent> sent_;
+    std::map<std::string, int> seen_;
+    std::map<std::string, std::string> prepared_;
+    long names_ = 0;
+};
+
+// ---- a call -------------------------------------------------------------------------------
+
+struct Call {
+    std::string function;  // the function called: the counts are kept by it
+    std::string sql;
+    std::vector<Value> params;
+    std::string policy;             // the keys' namespace in the state tables ('': native keys)
+    std::vector<std::string> keys;  // whose state rows are compared after the call
+    bool memory = false;            // on the memory engine: the SQL edition refuses it (0A000)
+    Micros period = 0;              // the clock may move by exactly this before the call
+    std::string clock;              // a clock of the call's own ("": the run's)
+    // How the run's clock moves before the call: at random (Context::move_clock), or, in a
+    // scenario, to the instant `at`, or to the next multiple of `align` (when not 0) and then
+    // by exactly `move`.
+    std::optional<Micros> at;
+    std::optional<Micros> move;
+    Micros align = 0;
+};
+
+// One argument of a call: its name and type, its value, and the default the function declares.
+struct Argument {
+    std::string name;
+    std::string type;
+    Value value;
+    bool has_default = false;
+    Value fallback;
+};
+
+Argument required(const std::string& name, const std::string& type, Value value) {
+    return Argument{name, type, std::move(value), false, std::nullopt};
+}
+
+Argument defaulted(const std::string& name, const std::string& type, Value value, Value fallback) {
+    return Argument{name, type, std::move(value), true, std::move(fallback)};
+}
+
+// Writes the call of ratelimit.<call.function>, the values as parameters: positional, or (one
+// call in four) by name in a shuffled order. An argument at its default is sometimes left out,
+// so that the editions' defaults are compared too.
+void write_call(Random& random, Call& call, const std::vector<Argument>& arguments) {
+    const auto omissible = [](const Argument& argument) {
+        return argument.has_default && argument.value == argument.fallback;
+    };
+    std::vector<const Argument*> given;
+    const bool named = random.chance(0.25);
+    if (named) {
+        for (const Argument& argument : arguments) {
+            if (!omissible(argument) || random.chance(0.5))
+                given.push_back(&argument);
+        }
+        random.shuffle(given);
+    } else {
+        std::size_t needed = 0;
+        for (std::size_t i = 0; i < arguments.size(); ++i) {
+            if (!omissible(arguments[i]))
+                needed = i + 1;
+        }
+        const auto count = static_cast<std::size_t>(random.between(
+            static_cast<std::int64_t>(needed), static_cast<std::int64_t>(arguments.size())));
+        for (std::size_t i = 0; i < count; ++i)
+            given.push_back(&arguments[i]);
+    }
+    call.sql = "SELECT ratelimit." + call.function + "(";
+    for (std::size_t i = 0; i < given.size(); ++i) {
+        if (i > 0)
+            call.sql += ", ";
+        if (named)
+            call.sql += given[i]->name + " => ";
+        call.params.push_back(given[i]->value);
+        call.sql += "$" + std::to_string(call.params.size()) + "::" + given[i]->type;
+    }
+    call.sql += ")";
+}
+
+// The call's text with its parameters in place, for reading and for running by hand.
+std::string inline_sql(const Call& call, std::size_t most = 300) {
+    std::string text;
+    for (std::size_t i = 0; i < call.sql.size(); ++i) {
+        if (call.sql[i] != '$' || i + 1 >= call.sql.size() || !std::isdigit(call.sql[i + 1])) {
+            text += call.sql[i];
+            continue;
+        }
+        std::size_t end = i + 1;
+        while (end < call.sql.size() && std::isdigit(call.sql[end]))
+            ++end;
+        const std::size_t number = std::stoul(call.sql.substr(i + 1, end - i - 1));
+        text += literal(call.params.at(number - 1), most);
+        i = end - 1;
+    }
+    return text;
+}
+
+// ---- what the calls are made of -----------------------------------------------------------
+
+struct Period {
+    std::string text;
+    Micros length = 0;  // 0 for a calendar period, whose length varies
+    bool calendar = false;
+};
+
+// A limit as a key is called with: what the calls on one key share until it changes.
+struct Profile {
+    std::string algorithm;
+    std::int64_t limit = 1;
+    Period period;
+    std::optional<std::int64_t> burst;
+    Value zone;
+};
+
+const std::vector<std::string> kAlgorithms = {"fixed_window",   "rolling_window",
+                                              "sliding_window", "sliding_window_counter",
+                                              "token_bucket",   "gcra"};
+
+bool is_bucket(const std::string& algorithm) {
+    return algorithm == "token_bucket" || algorithm == "gcra";
+}
+
+// From 1 ms to 365 days, written as users write them; the short ones come up more often, so
+// that limits bite while the clock moves by milliseconds.
+const std::vector<Period> kPeriods = {
+    {"1 millisecond", kMillisecond},
+    {"00:00:00.003", 3 * kMillisecond},
+    {"10 milliseconds", 10 * kMillisecond},
+    {"50 ms", 50 * kMillisecond},
+    {"100 milliseconds", 100 * kMillisecond},
+    {"0.25 seconds", 250 * kMillisecond},
+    {"1 second", kSecond},
+    {"1 second", kSecond},
+    {"1.7 seconds", 1700 * kMillisecond},
+    {"2 seconds", 2 * kSecond},
+    {"00:00:05", 5 * kSecond},
+    {"1 minute", kMinute},
+    {"1 hour", kHour},
+    {"1 day", kDay},
+    {"1 day 00:00:00.5", kDay + 500 * kMillisecond},
+    {"7 days", 7 * kDay},
+    {"30 days", 30 * kDay},
+    {"364 days 23:59:59.999999", kMaxWindow - 1},
+    {"365 days", kMaxWindow},
+    {"8760 hours", kMaxWindow},
+};
+
+// Calendar periods (fixed_window only): a day or a week needs p_time_zone; a month does not.
+const std::vector<Period> kZonedCalendarPeriods = {
+    {"1 day", 0, true}, {"1 week", 0, true},  {"7 days", 0, true},
+    {"1 mon", 0, true}, {"1 month", 0, true},
+};
+const std::vector<Period> kMonthPeriods = {{"1 mon", 0, true}, {"1 month", 0, true}};
+
+// Zones whose midnights and daylight saving differ in every way a calendar window can meet:
+// half and quarter hours, a half-hour shift (Lord_Howe), a negative one (Dublin), midnights
+// that do not exist (Santiago, Havana), and the spellings pg_tzset takes besides full names.
+const std::vector<std::string> kZones = {
+    "Europe/Berlin",
+    "America/New_York",
+    "UTC",
+    "Asia/Kolkata",
+    "Asia/Kathmandu",
+    "Australia/Lord_Howe",
+    "Pacific/Chatham",
+    "America/St_Johns",
+    "America/Santiago",
+    "America/Havana",
+    "Europe/Dublin",
+    "Africa/Casablanca",
+    "Etc/GMT-14",
+    "europe/berlin",
+    "utc",
+    "CET",
+    "EST",
+    "EST5EDT",
+    "GMT0",
+    "UTC+3",
+    "+05:30",
+};
+
+// The zones whose local midnights the clock jumps to (the days, weeks and months of calendar
+// windows begin there).
+const std::vector<std::string> kMidnightZones = {"UTC",
+                                                 "Europe/Berlin",
+                                                 "America/New_York",
+                                                 "Asia/Kolkata",
+                                                 "Australia/Lord_Howe",
+                                                 "Pacific/Chatham",
+                                                 "America/Santiago",
+                                                 "America/Havana",
+                                                 "Europe/Dublin",
+                                                 "Africa/Casablanca",
+                                                 "Asia/Kathmandu",
+                                                 "CET",
+                                                 "UTC+3"};
+
+const std::vector<std::string> kMaxWaits = {
+    "1 millisecond", "00:00:00.0005", "10 milliseconds", "250 milliseconds",
+    "1 second",      "5 seconds",     "1 minute",        "1 hour",
+    "1 day",         "365 days",
+};
+
+const std::vector<std::string> kBlockDurations = {
+    "00:00:00.0005", "1 millisecond", "20 milliseconds", "250 milliseconds", "1 second",
+    "3 seconds",     "1 second",      "1 minute",        "1 hour",           "365 days",
+};
+
+// Values an argument must refuse (both editions alike), by the argument's name.
+const std::vector<Value>& bad_values(const std::string& argument) {
+    static const std::map<std::string, std::vector<Value>> kBad = {
+        {"p_key", {std::nullopt, "", std::string(257, 'k'), repeated("\u00e9", 129)}},
+        {"p_limit", {std::nullopt, "0", "-5", "-2147483648"}},
+        {"p_period",
+         {std::nullopt, "0", "-1 second", "00:00:00.000999", "365 days 00:00:00.000001", "366 days",
+          "8761 hours", "1 year", "1 mon 1 day", "2 mons", "-1 mon", "2 days", "24 hours",
+          "-365 days", "1 week 1 day"}},
+        {"p_cost", {std::nullopt, "-1", "-2147483648"}},
+        {"p_algorithm",
+         {std::nullopt, "", "Fixed_Window", "leaky_bucket", "token bucket", "gcra ",
+          std::string(100, 'x'), repeated("\u00e9", 40)}},
+        {"p_engine", {std::nullopt, "", "Table", "disk", "memory ", "unlogged\n"}},
+        {"p_burst", {"0", "-1", "2147483647", "5"}},
+        {"p_time_zone",
+         {"PST", "CEST", "Mars/Olympus", "", "Europe/Berlin ", "Z", std::string(300, 'x')}},
+        {"p_max_wait",
+         {"-1 second", "366 days", "1 mon", "365 days 00:00:00.000001", "-00:00:00.000001",
+          "1 second"}},
+        {"p_duration",
+         {std::nullopt, "0", "-1 second", "1 mon", "366 days", "365 days 00:00:00.000001"}},
+    };
+    static const std::vector<Value> kNone;
+    const auto found = kBad.find(argument);
+    return found == kBad.end() ? kNone : found->second;
+}
+
+// One bad argument, now and then two (which of them an edition names first must agree).
+void give_bad_arguments(Random& random, std::vector<Argument>& arguments) {
+    const auto find = [&](const std::string& name) -> Argument* {
+        for (Argument& argument : arguments) {
+            if (argument.name == name)
+                return &argument;
+        }
+        return nullptr;
+    };
+    const int count = random.chance(0.8) ? 1 : 2;
+    for (int i = 0; i < count; ++i) {
+        Argument& argument = arguments[random.next() % arguments.size()];
+        const std::vector<Value>& values = bad_values(argument.name);
+        if (values.empty())
+            continue;
+        argument.value = random.pick(values);
+        // A zone is read only for a calendar period: mostly give it one, so that the zone is
+        // what is wrong.
+        if (argument.name == "p_time_zone" && random.chance(0.7)) {
+            find("p_period")->value = random.chance(0.5) ? "1 day" : "1 mon";
+            find("p_algorithm")->value = "fixed_window";
+        }
+    }
+}
+
+std::int64_t random_limit(Random& random) {
+    const double dice = random.unit();
+    if (dice < 0.40)
+        return random.between(1, 6);
+    if (dice < 0.65)
+        return random.between(7, 100);
+    if (dice < 0.80)
+        return random.between(101, 100000);
+    if (dice < 0.90)
+        return random.between(kMaxInteger - 2, kMaxInteger);
+    return random.between(1, kMaxInteger);
+}
+
+// The largest burst a limit takes: refilling it (burst * period / limit) takes at most 365 days.
+std::int64_t most_burst(std::int64_t limit, Micros period) {
+    const __int128 most =
+        period == 0 ? kMaxInteger : static_cast<__int128>(limit) * kMaxWindow / period;
+    return static_cast<std::int64_t>(std::clamp<__int128>(most, 1, kMaxInteger));
+}
+
+std::int64_t random_burst(Random& random, std::int64_t limit, Micros period) {
+    const std::int64_t most = most_burst(limit, period);
+    const double dice = random.unit();
+    std::int64_t burst = 0;
+    if (dice < 0.5)
+        burst = random.between(1, 10);
+    else if (dice < 0.75)
+        burst = limit + random.between(-2, 2);
+    else
+        burst = random.between(1, most);
+    return std::clamp<std::int64_t>(burst, 1, most);
+}
+
+Profile random_profile(Random& random, const std::string& algorithm) {
+    Profile profile;
+    profile.algorithm = algorithm;
+    if (algorithm == "fixed_window" && random.chance(0.2)) {
+        if (random.chance(0.25)) {
+            profile.period = random.pick(kMonthPeriods);
+        } else {
+            profile.period = random.pick(kZonedCalendarPeriods);
+            profile.zone = random.pick(kZones);
+        }
+        profile.limit = random.chance(0.7) ? random.between(1, 10) : random_limit(random);
+        return profile;
+    }
+    profile.period = random.pick(kPeriods);
+    profile.limit = random_limit(random);
+    if (is_bucket(algorithm) && random.chance(0.5))
+        profile.burst = random_burst(random, profile.limit, profile.period.length);
+    return profile;
+}
+
+// The cost of a call: mostly 1, sometimes 0, all of the allowance, one more, or far beyond.
+std::int64_t random_cost(Random& random, const Profile& profile) {
+    const std::int64_t most = profile.burst.value_or(profile.limit);
+    const double dice = random.unit();
+    if (dice < 0.10)
+        return 0;
+    if (dice < 0.62)
+        return 1;
+    if (dice < 0.75)
+        return random.between(2, 4);
+    if (dice < 0.87)
+        return random.between(0, most);
+    if (dice < 0.93)
+        return most;
+    if (dice < 0.96)
+        return std::min(most + 1, kMaxInteger);
+    if (dice < 0.98)
+        return kMaxInteger;
+    return random.between(0, kMaxInteger);
+}
+
+std::string random_engine(Random& random) {
+    return random.chance(0.5) ? "table" : "unlogged";
+}
+
+Value number(std::int64_t value) {
+    return std::to_string(value);
+}
+
+Value optional_number(const std::optional<std::int64_t>& value) {
+    return value ? number(*value) : std::nullopt;
+}
+
+// ---- the run's state: keys and the clock --------------------------------------------------
+
+// The local midnights of kMidnightZones from 2026 to 2030, as the server's zone data has them:
+// where calendar windows turn.
+struct Midnights {
+    std::vector<Micros> all;
+    // By zone, those that begin or end a day of other than 24 hours (daylight saving), where a
+    // midnight may come twice or not at all.
+    std::map<std::string, std::vector<Micros>> turning;
+};
+
+// A key of the small pool that state builds up on, and the limit it is called with.
+struct PoolKey {
+    std::string key;
+    std::string home;  // the algorithm it is called with most of the time
+    // Called with its home algorithm only, its limit seldom changed, often a large limit over a
+    // long period: state that only long runs build (a sliding window's log past 64 entries).
+    bool steady = false;
+    Profile profile;
+};
+
+const std::vector<Period> kLongPeriods = {{"1 hour", kHour},
+                                          {"1 day", kDay},
+                                          {"7 days", 7 * kDay},
+                                          {"30 days", 30 * kDay},
+                                          {"365 days", kMaxWindow}};
+
+Profile steady_profile(Random& random, const std::string& algorithm) {
+    Profile profile = random_profile(random, algorithm);
+    if (profile.period.calendar)
+        return profile;
+    if (random.chance(0.5))
+        profile.period = random.pick(kLongPeriods);
+    if (random.chance(0.5))
+        profile.limit = random.between(65, 1000);
+    if (profile.burst)
+        profile.burst = random_burst(random, profile.limit, profile.period.length);
+    return profile;
+}
+
+class Context {
+  public:
+    Context(std::uint64_t seed, Midnights midnights)
+        : random(seed), midnights(std::move(midnights)) {
+        // Plain keys, and keys that an array literal or a byte count could get wrong.
+        std::vector<std::string> names;
+        for (int i = 0; i < 10; ++i)
+            names.push_back("k" + std::to_string(i));
+        names.push_back("\u043a\u043b\u044e\u0447 \u00e9");
+        names.push_back("a b'c\"d,{e}\\f NULL");
+        names.push_back(std::string(255, 'm') + "!");
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            const std::string& home = kAlgorithms[i % kAlgorithms.size()];
+            const bool steady = i < kAlgorithms.size();
+            keys.push_back(
+                PoolKey{names[i], home, steady,
+                        steady ? steady_profile(random, home) : random_profile(random, home)});
+        }
+        clock = kClockStart + random.between(0, 30 * kDay);
+    }
+
+    Random random;
+    const Midnights midnights;
+    std::vector<PoolKey> keys;
+    Micros clock = 0;
+    std::deque<Call> queued;  // a scenario's calls still to make
+
+    PoolKey& pick_key() { return keys[random.next() % keys.size()]; }
+
+    // A key whose state other calls may change at will: a batch's keys share one limit, and a
+    // reset or a block would cut a steady key's run short.
+    PoolKey& pick_restless_key() {
+        const std::size_t steady = kAlgorithms.size();
+        return keys[steady + random.next() % (keys.size() - steady)];
+    }
+
+    // A key no call has named yet.
+    std::string fresh_key() { return "fresh:" + std::to_string(++fresh_); }
+
+    // The limit of a call on `key`: mostly the key's own; sometimes the key's limit changes
+    // for good (a new limit, burst or algorithm), sometimes one call uses another algorithm.
+    Profile profile_for(PoolKey& key) {
+        const double dice = random.unit();
+        Profile& own = key.profile;
+        if (key.steady) {
+            if (dice < 0.002)
+                own = steady_profile(random, key.home);
+            else if (dice < 0.005 && !own.period.calendar)
+                own.limit =
+                    std::clamp<std::int64_t>(own.limit + random.between(-3, 3), 1, kMaxInteger);
+            if (own.burst)
+                own.burst = std::min(*own.burst, most_burst(own.limit, own.period.length));
+            return own;
+        }
+        if (dice < 0.03) {
+            own = random_profile(random, random.chance(0.7) ? key.home : random.pick(kAlgorithms));
+        } else if (dice < 0.08) {
+            own.limit = random.chance(0.5) ? std::clamp<std::int64_t>(
+                                                 own.limit + random.between(-3, 3), 1, kMaxInteger)
+                                           : random_limit(random);
+            if (own.burst)
+                own.burst = random_burst(random, own.limit, own.period.length);
+        } else if (dice < 0.11 && is_bucket(own.algorithm)) {
+            own.burst = random.chance(0.3) ? std::nullopt
+                                           : std::optional<std::int64_t>(random_burst(
+                                                 random, own.limit, own.period.length));
+        }
+        Profile profile = own;
+        if (random.chance(0.05)) {
+            profile.algorithm = random.pick(kAlgorithms);
+            if (!is_bucket(profile.algorithm))
+                profile.burst.reset();
+            if (profile.period.calendar && profile.algorithm != "fixed_window" &&
+                random.chance(0.7)) {
+                profile.period = random.pick(kPeriods);
+                profile.zone.reset();
+            }
+        }
+        return profile;
+    }
+
+    // Moves the clock before a call whose period is `period`: not at all, by milliseconds (so
+    // that instants meet window edges exactly), by seconds to days, by exactly a period (an
+    // entry leaving the window right then), backwards, or to just around the next local
+    // midnight of a zone (where calendar windows turn).
+    void move_clock(const Call& call) {
+        if (call.at) {
+            clock = *call.at;
+            return;
+        }
+        if (call.move) {
+            if (call.align > 0)
+                clock = (clock / call.align + 1) * call.align;
+            clock += *call.move;
+            return;
+        }
+        const Micros period = call.period;
+        const double dice = random.unit();
+        Micros step = 0;
+        bool whole_milliseconds = random.chance(0.8);
+        if (dice < 0.20) {
+            step = 0;
+        } else if (dice < 0.60) {
+            step = random.between(0, 40 * kMillisecond);
+        } else if (dice < 0.70) {
+            step = random.between(0, 5 * kMillisecond);
+        } else if (dice < 0.82) {
+            step = random.between(0, 2 * kSecond);
+        } else if (dice < 0.88) {
+            step = -random.between(0, 200 * kMillisecond);
+        } else if (dice < 0.885) {
+            step = -random.between(0, kDay);
+        } else if (dice < 0.955) {
+            step = period > 0 && period <= 3 * kDay ? period + random.pick(exact_offsets_)
+                                                    : random.between(0, 40 * kMillisecond);
+            whole_milliseconds = false;
+        } else if (dice < 0.975) {
+            step = random.between(0, kMinute);
+        } else if (dice < 0.99) {
+            step = random.between(0, kHour);
+        } else if (dice < 0.9935) {
+            step = random.between(0, 3 * kDay);
+        } else if (dice < 0.994) {
+            step = random.between(0, 40 * kDay);
+        } else {
+            clock = next_midnight() + random.pick(midnight_offsets_);
+            if (random.chance(0.3))
+                clock += random.between(-2 * kSecond, 2 * kSecond);
+            return;
+        }
+        if (whole_milliseconds)
+            step -= step % kMillisecond;
+        clock += step;
+        if (clock >= kClockEnd)
+            clock = kClockStart + random.between(0, 365 * kDay);
+    }
+
+  private:
+    Micros next_midnight() const {
+        const std::vector<Micros>& all = midnights.all;
+        const auto next = std::upper_bound(all.begin(), all.end(), clock);
+        return next == all.end() ? all.front() : *next;
+    }
+
+    const std::vector<Micros> exact_offsets_ = {0, 0, 0, 0, -1, 1};
+    const std::vector<Micros> midnight_offsets_ = {0, 0, -1, 1, -kMillisecond, kMillisecond};
+    long fresh_ = 0;
+};
+
+// ---- the generators: one per area of the API ----------------------------------------------
+
+// A call of consume, peek, refund or allow, with these arguments.
+struct LimitCall {
+    std::string function;
+    std::string key;
+    Profile profile;
+    std::int64_t cost = 1;
+    std::string engine = "table";
+    Value max_wait;  // consume only
+};
+
+Call make_limit_call(Random& random, const LimitCall& limit, bool bad_inputs) {
+    Call call;
+    call.function = limit.function;
+    call.memory = limit.engine == "memory";
+    const Profile& profile = limit.profile;
+    std::vector<Argument> arguments = {
+        required("p_key", "text", limit.key),
+        required("p_limit", "integer", number(profile.limit)),
+        required("p_period", "interval", profile.period.text),
+        defaulted("p_cost", "integer", number(limit.cost), "1"),
+        defaulted("p_algorithm", "text", profile.algorithm, "fixed_window"),
+        defaulted("p_engine", "text", limit.engine, "table"),
+        defaulted("p_burst", "integer", optional_number(profile.burst), std::nullopt),
+        defaulted("p_time_zone", "text", profile.zone, std::nullopt),
+    };
+    if (limit.function == "consume")
+        arguments.push_back(defaulted("p_max_wait", "interval", limit.max_wait, std::nullopt));
+    if (bad_inputs && !call.memory)
+        give_bad_arguments(random, arguments);
+    call.keys = {limit.key};
+    call.period = profile.period.length;
+    write_call(random, call, arguments);
+    return call;
+}
+
+// consume, peek, refund and allow: one key, a limit, a cost.
+Call limit_call(Context& context, const std::string& function, bool fresh_key) {
+    Random& random = context.random;
+    LimitCall limit;
+    limit.function = function;
+    PoolKey& pool_key = context.pick_key();
+    limit.key = fresh_key || random.chance(0.03) ? context.fresh_key() : pool_key.key;
+    limit.profile = context.profile_for(pool_key);
+    const Profile& profile = limit.profile;
+    limit.engine = random.chance(kMemory) ? "memory" : random_engine(random);
+    limit.cost =
+        pool_key.steady && random.chance(0.9) ? random.between(0, 2) : random_cost(random, profile);
+    // A refund of more than one call could take is an error: mostly give back what fits.
+    if (function == "refund" && random.chance(0.9))
+        limit.cost = std::min(limit.cost, profile.burst.value_or(profile.limit));
+    if (function == "consume") {
+        const double dice = random.unit();
+        if (dice < 0.1)
+            limit.max_wait = "0";
+        else if (dice < (is_bucket(profile.algorithm) ? 0.4 : 0.1))
+            limit.max_wait = random.pick(kMaxWaits);
+        else if (dice < (is_bucket(profile.algorithm) ? 0.55 : 0.1))
+            // A period: the wait for the next unit of a limit of 1 while the clock stands still.
+            limit.max_wait = profile.period.text;
+    }
+    return make_limit_call(random, limit, random.chance(kBadInputs));
+}
+
+// ---- scenarios: a few calls in a row on a fresh key, the clock moved exactly --------------
+
+// Returns the first call and queues the others, which the next steps make in order.
+Call start_scenario(Context& context, std::vector<Call> calls) {
+    for (std::size_t i = 1; i < calls.size(); ++i)
+        context.queued.push_back(std::move(calls[i]));
+    return std::move(calls.front());
+}
+
+std::string micros_text(Micros length) {
+    return std::to_string(length) + " microseconds";
+}
+
+// Many allowed calls at distinct instants within one period: a sliding window's log past 64
+// entries (where it merges them), the other algorithms' long runs.
+Call long_run(Context& context) {
+    Random& random = context.random;
+    LimitCall limit;
+    limit.key = context.fresh_key();
+    limit.profile.algorithm =
+        random.chance(0.6) ? std::string("sliding_window") : random.pick(kAlgorithms);
+    limit.profile.limit = random.between(65, 300);
+    limit.profile.period = random.pick(std::vector<Period>{
+        {"1 second", kSecond}, {"1 minute", kMinute}, {"1 hour", kHour}, {"30 days", 30 * kDay}});
+    limit.engine = random_engine(random);
+    std::vector<Call> calls;
+    const std::int64_t count = random.between(66, 150);
+    for (std::int64_t i = 0; i < count; ++i) {
+        limit.function = random.chance(0.9) ? "consume" : random.chance(0.5) ? "peek" : "refund";
+        limit.cost = random.chance(0.85) ? 1 : random.between(0, 3);
+        Call call = make_limit_call(random, limit, false);
+        if (i > 0)
+            call.move = random.chance(0.1)   ? 0
+                        : random.chance(0.7) ? random.between(1, 20) * kMillisecond
+                                             : random.between(1, 20000);
+        calls.push_back(std::move(call));
+    }
+    return start_scenario(context, std::move(calls));
+}
+
+// A bucket emptied, then consumes that may wait (p_max_wait) exactly as long as their turn
+// takes, a microsecond less or more, while the clock stands still or moves by a token's time.
+Call delay_queue(Context& context) {
+    Random& random = context.random;
+    LimitCall limit;
+    limit.key = context.fresh_key();
+    limit.profile.algorithm = random.chance(0.5) ? "token_bucket" : "gcra";
+    limit.profile.limit = random.pick(std::vector<std::int64_t>{1, 2, 4, 5, 8});
+    limit.profile.period = random.pick(std::vector<Period>{{"1 millisecond", kMillisecond},
+                                                           {"10 milliseconds", 10 * kMillisecond},
+                                                           {"1 second", kSecond},
+                                                           {"00:00:02", 2 * kSecond}});
+    if (random.chance(0.5))
+        limit.profile.burst = random.between(1, 4);
+    limit.engine = random_engine(random);
+    const std::int64_t burst = limit.profile.burst.value_or(limit.profile.limit);
+    const Micros token = limit.profile.period.length / limit.profile.limit;
+    std::vector<Call> calls;
+    limit.function = "consume";
+    limit.cost = burst;
+    calls.push_back(make_limit_call(random, limit, false));
+    const std::int64_t count = random.between(2, 6);
+    for (std::int64_t i = 0; i < count; ++i) {
+        limit.cost = random.between(1, std::min<std::int64_t>(burst, 3));
+        limit.max_wait = micros_text(random.between(1, 6) * token +
+                                     random.pick(std::vector<Micros>{0, 0, 0, -1, 1}));
+        Call call = make_limit_call(random, limit, false);
+        call.move = random.chance(0.7) ? 0 : random.chance(0.5) ? token : token / 2;
+        calls.push_back(std::move(call));
+    }
+    return start_scenario(context, std::move(calls));
+}
+
+// A window filled just before its end, then calls a microsecond before, at and after the
+// instant it turns.
+Call window_edges(Context& context) {
+    Random& random = context.random;
+    LimitCall limit;
+    limit.key = context.fresh_key();
+    limit.profile.algorithm = random.pick(std::vector<std::string>{
+        "fixed_window", "rolling_window", "sliding_window", "sliding_window_counter"});
+    limit.profile.limit = random.between(1, 4);
+    limit.profile.period = random.pick(std::vector<Period>{
+        {"10 milliseconds", 10 * kMillisecond}, {"1 second", kSecond}, {"1 minute", kMinute}});
+    limit.engine = random_engine(random);
+    const Micros length = limit.profile.period.length;
+    std::vector<Call> calls;
+    limit.function = "consume";
+    limit.cost = limit.profile.limit;
+    Call fill = make_limit_call(random, limit, false);
+    fill.align = length;
+    fill.move = length - random.between(1, 3);
+    calls.push_back(std::move(fill));
+    for (const Micros move : {Micros{0}, Micros{1}, Micros{1}, length - 2, Micros{1}, Micros{1}}) {
+        limit.function = random.chance(0.8) ? "consume" : "peek";
+        limit.cost = random.between(1, limit.profile.limit);
+        Call call = make_limit_call(random, limit, false);
+        call.move = move;
+        calls.push_back(std::move(call));
+    }
+    return start_scenario(context, std::move(calls));
+}
+
+// A calendar window (a day, week or month from local midnight) filled before a midnight where
+// daylight saving turns, then calls around it: a midnight that comes twice, or never.
+Call calendar_turns(Context& context) {
+    Random& random = context.random;
+    if (context.midnights.turning.empty())
+        return window_edges(context);
+    const auto zone =
+        std::next(context.midnights.turning.begin(),
+                  static_cast<long>(random.next() % context.midnights.turning.size()));
+    const std::vector<Micros>& instants = zone->second;
+    const auto next = std::upper_bound(instants.begin(), instants.end(), context.clock);
+    const Micros midnight = next == instants.end() ? instants.front() : *next;
+    LimitCall limit;
+    limit.key = context.fresh_key();
+    limit.profile.algorithm = "fixed_window";
+    limit.profile.limit = random.between(1, 3);
+    limit.profile.period = random.pick(kZonedCalendarPeriods);
+    limit.profile.zone = zone->first;
+    limit.engine = random_engine(random);
+    std::vector<Call> calls;
+    limit.function = "consume";
+    limit.cost = limit.profile.limit;
+    for (const Micros offset : {-kHour - 1, -kHour, Micros{-1}, Micros{0}, Micros{1}, kHour - 1,
+                                kHour, 2 * kHour, kDay}) {
+        Call call = make_limit_call(random, limit, false);
+        call.at = midnight + offset;
+        calls.push_back(std::move(call));
+        limit.function = random.chance(0.8) ? "consume" : "peek";
+        limit.cost = random.between(1, limit.profile.limit);
+    }
+    return start_scenario(context, std::move(calls));
+}
+
+// A key used up under one limit (a bucket also owing what a delayed call took), then called
+// under another: a smaller or larger limit, burst or period, state measured under the old one.
+Call limit_changes(Context& context) {
+    Random& random = context.random;
+    LimitCall limit;
+    limit.key = context.fresh_key();
+    const std::string algorithm = random.pick(kAlgorithms);
+    limit.profile = random_profile(random, algorithm);
+    if (is_bucket(algorithm) && random.chance(0.4)) {
+        // Near the integer bounds over a long period: what is owed is counted in the billions.
+        limit.profile.period = random.pick(kLongPeriods);
+        limit.profile.limit = random.chance(0.5) ? random.between(kMaxInteger - 2, kMaxInteger)
+                                                 : random.between(1000000, kMaxInteger);
+        limit.profile.burst.reset();
+        if (random.chance(0.5))
+            limit.profile.burst =
+                random_burst(random, limit.profile.limit, limit.profile.period.length);
+    }
+    limit.engine = random_engine(random);
+    const auto allowance = [&] { return limit.profile.burst.value_or(limit.profile.limit); };
+    std::vector<Call> calls;
+    limit.function = "consume";
+    limit.cost = allowance();
+    calls.push_back(make_limit_call(random, limit, false));
+    limit.cost = random.between(1, allowance());
+    if (is_bucket(algorithm))
+        limit.max_wait = limit.profile.period.text;
+    calls.push_back(make_limit_call(random, limit, false));
+    limit.max_wait.reset();
+
+    if (random.chance(0.5)) {
+        limit.profile = random_profile(random, algorithm);
+    } else {
+        limit.profile.limit = random.chance(0.5) ? random.between(1, 10) : random_limit(random);
+        if (limit.profile.burst)
+            limit.profile.burst =
+                random_burst(random, limit.profile.limit, limit.profile.period.length);
+    }
+    const std::int64_t count = random.between(1, 3);
+    for (std::int64_t i = 0; i < count; ++i) {
+        limit.function = random.pick(std::vector<std::string>{"consume", "peek", "refund"});
+        limit.cost = std::min(random_cost(random, limit.profile), allowance());
+        calls.push_back(make_limit_call(random, limit, false));
+    }
+    return start_scenario(context, std::move(calls));
+}
+
+// An array of 10,001 keys, one more than consume_many takes.
+const std::string& too_many_keys() {
+    static const std::string text = [] {
+        std::vector<Value> keys;
+        for (int i = 0; i < 10001; ++i)
+            keys.push_back("k" + std::to_string(i % 10));
+        return array_text(keys);
+    }();
+    return text;
+}
+
+// consume_many and peek_many: the same limit for a few keys (a key may come twice), now and
+// then hundreds or thousands, once in a long while the 10,000 they take.
+Call many_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.function = random.chance(0.6) ? "consume_many" : "peek_many";
+    const Profile profile = context.profile_for(context.pick_restless_key());
+    const double dice = random.unit();
+    const std::int64_t count = dice < 0.8      ? random.between(1, 6)
+                               : dice < 0.985  ? random.between(7, 40)
+                               : dice < 0.9978 ? random.between(41, 500)
+                               : dice < 0.9998 ? random.between(501, 9999)
+                                               : 10000;
+    std::vector<Value> keys;
+    std::set<std::string> named;
+    for (std::int64_t i = 0; i < count; ++i) {
+        const std::string key = count <= 100 && random.chance(0.1)
+                                    ? context.fresh_key()
+                                    : context.pick_restless_key().key;
+        keys.push_back(key);
+        named.insert(key);
+    }
+    Value keys_text = array_text(keys);
+    call.memory = random.chance(kMemory);
+    std::vector<Argument> arguments = {
+        required("p_keys", "text[]", keys_text),
+        required("p_limit", "integer", number(profile.limit)),
+        required("p_period", "interval", profile.period.text),
+        defaulted("p_cost", "integer", number(random_cost(random, profile)), "1"),
+        defaulted("p_algorithm", "text", profile.algorithm, "fixed_window"),
+        defaulted("p_engine", "text", call.memory ? "memory" : random_engine(random), "table"),
+        defaulted("p_burst", "integer", optional_number(profile.burst), std::nullopt),
+        defaulted("p_time_zone", "text", profile.zone, std::nullopt),
+    };
+    if (!call.memory && random.chance(kBadInputs)) {
+        if (random.chance(0.5)) {
+            const std::vector<Value> bad_keys = {
+                std::nullopt,
+                "{}",
+                too_many_keys(),
+                "{k0,NULL}",
+                "{\"\",k1}",
+                array_text({"k2", std::string(257, 'k')}),
+                "{{k0},{k1}}",
+                "[0:1]={k0,NULL}",
+                // Valid, with bounds other than 1: elements are still named from 1.
+                "[0:2]={k0,k1,k0}",
+            };
+            arguments[0].value = random.pick(bad_keys);
+        } else {
+            give_bad_arguments(random, arguments);
+        }
+    }
+    call.keys.assign(named.begin(), named.end());
+    call.period = profile.period.length;
+    write_call(random, call, arguments);
+    return call;
+}
+
+// consume_all: one to sixteen limits decided as one, each on its key, engine and algorithm.
+Call consume_all_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.function = "consume_all";
+    const double dice = random.unit();
+    const std::int64_t count = dice < 0.25  ? 1
+                               : dice < 0.6 ? 2
+                               : dice < 0.8 ? 3
+                               : dice < 0.9 ? 4
+                                            : random.between(5, 16);
+    call.memory = random.chance(kMemory);
+
+    // The arrays; std::nullopt for an array not given (NULL).
+    using Array = std::optional<std::vector<Value>>;
+    Array keys(std::vector<Value>{}), limits(std::vector<Value>{}), periods(std::vector<Value>{});
+    Array algorithms(std::vector<Value>{}), engines(std::vector<Value>{});
+    Array bursts(std::vector<Value>{}), enforced(std::vector<Value>{});
+    std::vector<std::size_t> order(context.keys.size());
+    for (std::size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    random.shuffle(order);
+    bool any_burst = false;
+    bool all_fixed = true;
+    bool all_table = true;
+    for (std::int64_t i = 0; i < count; ++i) {
+        std::string key;
+        Profile profile;
+        if (static_cast<std::size_t>(i) < order.size() && random.chance(0.95)) {
+            PoolKey& pool_key = context.keys[order[i]];
+            key = pool_key.key;
+            profile = context.profile_for(pool_key);
+        } else {
+            key = context.fresh_key();
+            profile = random_profile(random, random.pick(kAlgorithms));
+        }
+        if (profile.period.calendar) {
+            profile.period = random.pick(kPeriods);
+            profile.zone.reset();
+        }
+        const std::string engine = call.memory ? "memory" : random_engine(random);
+        keys->push_back(key);
+        limits->push_back(number(profile.limit));
+        periods->push_back(profile.period.text);
+        algorithms->push_back(profile.algorithm);
+        engines->push_back(engine);
+        bursts->push_back(optional_number(profile.burst));
+        enforced->push_back(random.chance(0.8) ? "t" : "f");
+        any_burst = any_burst || profile.burst.has_value();
+        all_fixed = all_fixed && profile.algorithm == "fixed_window";
+        all_table = all_table && engine == "table";
+        call.keys.push_back(key);
+        call.period = std::max(call.period, profile.period.length);
+    }
+    // Without p_algorithms every limit is fixed_window, which takes no burst.
+    if (all_fixed || (!any_burst && random.chance(0.1)))
+        algorithms.reset();
+    if (!call.memory && (all_table || random.chance(0.1)))
+        engines.reset();
+    if (!any_burst && random.chance(0.5))
+        bursts.reset();
+    if (random.chance(0.6))
+        enforced.reset();
+    const double cost_dice = random.unit();
+    Value cost = number(cost_dice < 0.1    ? 0
+                        : cost_dice < 0.7  ? 1
+                        : cost_dice < 0.9  ? random.between(2, 5)
+                        : cost_dice < 0.95 ? random.between(6, 100000)
+                                           : kMaxInteger);
+
+    bool two_dimensional = false;
+    if (!call.memory && random.chance(kBadInputs * 1.5)) {
+        const auto index = static_cast<std::size_t>(random.next() % keys->size());
+        switch (random.next() % 14) {
+            case 0:
+                (*keys)[index] = random.pick(bad_values("p_key"));
+                break;
+            case 1:
+                keys->clear();
+                break;
+            case 2:
+                // Seventeen limits, one more than it takes.
+                while (keys->size() < 17) {
+                    keys->push_back(context.fresh_key());
+                    limits->push_back("5");
+                    periods->push_back("1 second");
+                    if (algorithms)
+                        algorithms->push_back("fixed_window");
+                    if (engines)
+                        engines->push_back("table");
+                    if (bursts)
+                        bursts->push_back(std::nullopt);
+                    if (enforced)
+                        enforced->push_back("t");
+                }
+                break;
+            case 3:
+                // A key twice on the same engine.
+                if (keys->size() >= 2) {
+                    (*keys)[1] = (*keys)[0];
+                    if (engines)
+                        (*engines)[1] = (*engines)[0];
+                }
+                break;
+            case 4:
+                (*limits)[index] = random.pick(bad_values("p_limit"));
+                break;
+            case 5:
+                (*periods)[index] = random.pick(bad_values("p_period"));
+                break;
+            case 6:
+                if (!algorithms)
+                    algorithms = std::vector<Value>(keys->size(), Value("fixed_window"));
+                (*algorithms)[index] = random.pick(bad_values("p_algorithm"));
+                break;
+            case 7:
+                if (!engines)
+                    engines = std::vector<Value>(keys->size(), Value("table"));
+                (*engines)[index] = random.pick(bad_values("p_engine"));
+                break;
+            case 8:
+                if (!bursts)
+                    bursts = std::vector<Value>(keys->size(), std::nullopt);
+                (*bursts)[index] = random.pick(bad_values("p_burst"));
+                break;
+            case 9:
+                if (!enforced)
+                    enforced = std::vector<Value>(keys->size(), Value("t"));
+                (*enforced)[index] = std::nullopt;
+                break;
+            case 10: {
+                // One array a limit longer or shorter than p_keys.
+                std::vector<Array*> arrays = {&limits, &periods};
+                for (Array* array : {&algorithms, &engines, &bursts, &enforced}) {
+                    if (*array)
+                        arrays.push_back(array);
+                }
+                Array& array = *random.pick(arrays);
+                if (random.chance(0.5) || array->empty())
+                    array->push_back(array->empty() ? Value("1") : array->back());
+                else
+                    array->pop_back();
+                break;
+            }
+            case 11:
+                cost = random.pick(bad_values("p_cost"));
+                break;
+            case 12:
+                random.pick(std::vector<Array*>{&keys, &limits, &periods})->reset();
+                break;
+            default:
+                two_dimensional = true;
+                break;
+        }
+    }
+
+    const auto text = [](const Array& array) {
+        return array ? Value(array_text(*array)) : std::nullopt;
+    };
+    // An array of keys must be one-dimensional.
+    const Value keys_text = two_dimensional ? Value("{{k0},{k1}}") : text(keys);
+    const std::vector<Argument> arguments = {
+        required("p_keys", "text[]", keys_text),
+        required("p_limits", "integer[]", text(limits)),
+        required("p_periods", "interval[]", text(periods)),
+        defaulted("p_algorithms", "text[]", text(algorithms), std::nullopt),
+        defaulted("p_engines", "text[]", text(engines), std::nullopt),
+        defaulted("p_bursts", "integer[]", text(bursts), std::nullopt),
+        defaulted("p_enforced", "boolean[]", text(enforced), std::nullopt),
+        defaulted("p_cost", "integer", cost, "1"),
+    };
+    write_call(random, call, arguments);
+    return call;
+}
+
+Call reset_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.function = "reset";
+    const std::string key = random.chance(0.1)   ? context.fresh_key()
+                            : random.chance(0.9) ? context.pick_restless_key().key
+                                                 : context.pick_key().key;
+    call.memory = random.chance(kMemory * 1.5);
+    std::vector<Argument> arguments = {
+        required("p_key", "text", key),
+        defaulted("p_engine", "text", call.memory ? "memory" : random_engine(random), "table"),
+    };
+    if (!call.memory && random.chance(kBadInputs))
+        give_bad_arguments(random, arguments);
+    call.keys = {key};
+    write_call(random, call, arguments);
+    return call;
+}
+
+Call block_call(Context& context, bool fresh_key) {
+    Random& random = context.random;
+    Call call;
+    call.function = "block";
+    const std::string key = fresh_key || random.chance(0.1) ? context.fresh_key()
+                            : random.chance(0.9)            ? context.pick_restless_key().key
+                                                            : context.pick_key().key;
+    call.memory = random.chance(kMemory * 1.5);
+    // Long blocks are rare: a blocked key decides nothing until a reset.
+    std::string duration = random.pick(kBlockDurations);
+    if (duration == "365 days" && random.chance(0.8))
+        duration = "2 seconds";
+    std::vector<Argument> arguments = {
+        required("p_key", "text", key),
+        required("p_duration", "interval", duration),
+        defaulted("p_engine", "text", call.memory ? "memory" : random_engine(random), "table"),
+    };
+    if (!call.memory && random.chance(kBadInputs))
+        give_bad_arguments(random, arguments);
+    call.keys = {key};
+    write_call(random, call, arguments);
+    return call;
+}
+
+// The first and last instants the clock may read, on keys of their own (a key decided in the
+// year 9999 would stand still there for the rest of the run).
+Call clock_edge_call(Context& context) {
+    Random& random = context.random;
+    Call call = random.chance(0.7)
+                    ? limit_call(context, random.chance(0.5) ? "consume" : "peek", true)
+                    : block_call(context, true);
+    call.clock = random.pick(
+        std::vector<std::string>{"1970-01-01 00:00:00+00", "1970-01-01 00:00:00.001+00",
+                                 "9999-12-31 00:00:00+00", "9999-12-31 23:59:59.999999+00"});
+    return call;
+}
+
+struct Generator {
+    const char* name;
+    int weight;
+    Call (*make)(Context&);
+};
+
+// Every area of the API the test covers, and how often it is called.
+const std::vector<Generator> kGenerators = {
+    {"consume", 3000, [](Context& context) { return limit_call(context, "consume", false); }},
+    {"peek", 1000, [](Context& context) { return limit_call(context, "peek", false); }},
+    {"refund", 600, [](Context& context) { return limit_call(context, "refund", false); }},
+    {"allow", 800, [](Context& context) { return limit_call(context, "allow", false); }},
+    {"consume_many and peek_many", 1000, many_call},
+    {"consume_all", 1200, consume_all_call},
+    {"reset", 300, reset_call},
+    {"block", 300, [](Context& context) { return block_call(context, false); }},
+    {"the clock's first and last instants", 30, clock_edge_call},
+    // Scenarios: the weight is how often one starts; each makes several calls.
+    {"long runs", 2, long_run},
+    {"delay queues", 20, delay_queue},
+    {"window edges", 20, window_edges},
+    {"calendar windows where daylight saving turns", 10, calendar_turns},
+    {"limit changes", 20, limit_changes},
+};
+
+const Generator& pick_generator(Random& random) {
+    static const int total = [] {
+        int sum = 0;
+        for (const Generator& generator : kGenerators)
+            sum += generator.weight;
+        return sum;
+    }();
+    auto ticket = static_cast<int>(random.next() % static_cast<std::uint64_t>(total));
+    for (const Generator& generator : kGenerators) {
+        if (ticket < generator.weight)
+            return generator;
+        ticket -= generator.weight;
+    }
+    return kGenerators.back();
+}
+
+// ---- running a call on both editions ------------------------------------------------------
+
+const char kKeyState[] =
+    "SELECT 'table' AS engine, * FROM ratelimit.key_state"
+    " WHERE policy = $1 AND key = ANY ($2::text[])"
+    " UNION ALL SELECT 'unlogged', * FROM ratelimit.key_state_unlogged"
+    " WHERE policy = $1 AND key = ANY ($2::text[]) ORDER BY engine, key";
+
+const char kWholeState[] =
+    "SELECT 'table' AS engine, * FROM ratelimit.key_state"
+    " UNION ALL SELECT 'unlogged', * FROM ratelimit.key_state_unlogged"
+    " ORDER BY engine, policy, key";
+
+// What one edition did in a step.
+struct Side {
+    Outcome clock;  // SET ratelimit.test_clock
+    Outcome call;
+    Outcome state;  // the state rows of the call's keys
+};
+
+struct Step {
+    Side c;
+    Side sql;
+    std::string clock_sql;
+    std::string difference;  // "" when the editions agree
+};
+
+// Runs `call` on both editions, at `clock`: the clock set, the call, the state rows of its keys,
+// all sent to both databases before either is read, so that the two servers work at once.
+Step run_step(Database& c_edition, Database& sql_edition, const Call& call,
+              const std::string& clock, bool set_clock) {
+    Step step;
+    step.clock_sql = "SET ratelimit.test_clock = " + literal(clock);
+    std::vector<Value> keys(call.keys.begin(), call.keys.end());
+    const std::vector<Value> state_params = {call.policy, array_text(keys)};
+    for (Database* database : {&c_edition, &sql_edition}) {
+        if (set_clock)
+            database->send(step.clock_sql, {});
+        database->send(call.sql, call.params);
+        database->send(kKeyState, state_params);
+    }
+    for (auto [database, side] : {std::pair<Database*, Side*>{&c_edition, &step.c},
+                                  std::pair<Database*, Side*>{&sql_edition, &step.sql}}) {
+        if (set_clock)
+            side->clock = database->receive();
+        side->call = database->receive();
+        side->state = database->receive();
+    }
+    if (!step.c.clock.same(step.sql.clock)) {
+        step.difference = "setting the clock";
+    } else if (call.memory) {
+        // The C edition decides; the SQL edition, which has no memory engine, must say so (or
+        // refuse a bad argument as the C edition does).
+        const bool refused = step.sql.call.error && step.sql.call.sqlstate == "0A000";
+        if (!refused && !(step.c.call.error && step.c.call.same(step.sql.call)))
+            step.difference = "the memory engine (the SQL edition must raise 0A000)";
+    } else if (!step.c.call.same(step.sql.call)) {
+        step.difference = "the answer";
+    }
+    if (step.difference.empty() && !step.c.state.same(step.sql.state))
+        step.difference = "the state rows";
+    return step;
+}
+
+// ---- the run ------------------------------------------------------------------------------
+
+struct Counts {
+    long calls = 0;
+    long errors = 0;  // calls the C edition refused
+    long denied = 0;  // answers with a denial in them
+    long memory = 0;
+    double seconds = 0;  // spent in its steps, both editions at once
+};
+
+// Whether an answer holds a denial: a decision, an array of them, or allow's false.
+bool denies(const std::string& function, const Outcome& answer) {
+    if (answer.error || answer.rows.size() != 1 || answer.rows[0].size() != 1 || !answer.rows[0][0])
+        return false;
+    const std::string& text = *answer.rows[0][0];
+    return (function == "allow" && text == "f") || text.rfind("(f,", 0) == 0 ||
+           text.find("\"(f,") != std::string::npos;
+}
+
+// A step, kept a while so that a difference can be shown with the calls on its keys before it.
+struct Record {
+    long step = 0;
+    std::string clock;
+    std::string sql;
+    std::vector<std::string> keys;
+    std::string answer;  // the C edition's
+};
+
+std::string indented(const std::string& text, const std::string& indent) {
+    std::string result = indent;
+    for (const char c : text) {
+        result += c;
+        if (c == '\n')
+            result += indent;
+    }
+    return result;
+}
+
+void report_difference(long number, std::uint64_t seed, const Call& call, const Step& step,
+                       const std::deque<Record>& history) {
+    std::cout << "\ndifferential: the editions differ in " << step.difference << " at step "
+              << number << " (seed " << seed << ")\n";
+    std::cout << "  clock: " << step.clock_sql << "\n";
+    std::cout << "  call:  " << call.sql << "\n";
+    for (std::size_t i = 0; i < call.params.size(); ++i)
+        std::cout << "         $" << i + 1 << " = " << literal(call.params[i]) << "\n";
+    std::cout << "  as SQL: " << inline_sql(call) << ";\n";
+    for (const auto& [label, side] :
+         {std::pair<const char*, const Side*>{"C edition", &step.c},
+          std::pair<const char*, const Side*>{"SQL edition", &step.sql}}) {
+        std::cout << "  " << label << ":\n";
+        if (side->clock.error)
+            std::cout << "    clock: " << side->clock.text() << "\n";
+        std::cout << "    answer: " << side->call.text("            ") << "\n";
+        if (!side->call.details.empty())
+            std::cout << "            (" << side->call.details << ")\n";
+        std::string columns;
+        for (const std::string& column : side->state.columns)
+            columns += (columns.empty() ? "" : " | ") + column;
+        std::cout << "    state rows (" << columns << "):\n"
+                  << indented(side->state.text(), "      ") << "\n";
+    }
+    const std::set<std::string> keys(call.keys.begin(), call.keys.end());
+    std::vector<const Record*> earlier;
+    for (auto record = history.rbegin(); record != history.rend() && earlier.size() < 12;
+         ++record) {
+        if (std::any_of(record->keys.begin(), record->keys.end(),
+                        [&](const std::string& key) { return keys.count(key) > 0; }))
+            earlier.push_back(&*record);
+    }
+    if (!earlier.empty()) {
+        std::cout << "  the last calls on these keys before it (the C edition's answers):\n";
+        for (auto record = earlier.rbegin(); record != earlier.rend(); ++record)
+            std::cout << "    step " << (*record)->step << ", clock " << (*record)->clock << ": "
+                      << (*record)->sql << ";  -> " << (*record)->answer << "\n";
+    }
+    std::cout << "  replay: DIFFERENTIAL_SEED=" << seed << " DIFFERENTIAL_STEPS=" << number
+              << " bash test/sql_edition/differential.sh\n";
+}
+
+// Every state row on both editions; the rows only one of them holds, or "" when they agree.
+std::string whole_state_difference(Database& c_edition, Database& sql_edition) {
+    c_edition.send(kWholeState, {});
+    sql_edition.send(kWholeState, {});
+    const Outcome c_rows = c_edition.receive();
+    const Outcome sql_rows = sql_edition.receive();
+    if (c_rows.same(sql_rows))
+        return "";
+    if (c_rows.error || sql_rows.error)
+        return "C edition: " + c_rows.text() + "\n  SQL edition: " + sql_rows.text();
+    const std::set<Row> c_set(c_rows.rows.begin(), c_rows.rows.end());
+    const std::set<Row> sql_set(sql_rows.rows.begin(), sql_rows.rows.end());
+    std::string text;
+    for (const auto& [label, mine, theirs] :
+         {std::tuple<const char*, const std::set<Row>*, const std::set<Row>*>{
+              "only in the C edition", &c_set, &sql_set},
+          {"only in the SQL edition", &sql_set, &c_set}}) {
+        Outcome only;
+        for (const Row& row : *mine) {
+            if (theirs->count(row) == 0 && only.rows.size() < 20)
+                only.rows.push_back(row);
+        }
+        text += std::string("  ") + label + ":\n" + indented(only.text(), "    ") + "\n";
+    }
+    return text;
+}
+
+long setting(const char* name, long fallback) {
+    const char* text = std::getenv(name);
+    if (text == nullptr || *text == '\0')
+        return fallback;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    if (*end != '\0' || value < 0)
+        throw std::runtime_error(std::string(name) + " must be a whole number, got \"" + text +
+                                 "\"");
+    return value;
+}
+
+std::uint64_t seed_setting() {
+    const char* text = std::getenv("DIFFERENTIAL_SEED");
+    if (text == nullptr || *text == '\0') {
+        std::random_device device;
+        return (static_cast<std::uint64_t>(device()) << 32 ^ device()) % 10000000000000000000ULL;
+    }
+    char* end = nullptr;
+    const std::uint64_t seed = std::strtoull(text, &end, 10);
+    if (*end != '\0')
+        throw std::runtime_error(std::string("DIFFERENTIAL_SEED must be a whole number, got \"") +
+                                 text + "\"");
+    return seed;
+}
+
+// The session both editions decide in; the server, the editions and the clock checked before
+// anything is compared.
+void prepare(Database& c_edition, Database& sql_edition) {
+    for (Database* database : {&c_edition, &sql_edition}) {
+        database->checked("SET TimeZone = 'UTC'");
+        database->checked("SET DateStyle = 'ISO, YMD'");
+        database->checked("SET IntervalStyle = 'postgres'");
+        database->checked("SET application_name = 'ratelimit differential test'");
+    }
+    const std::string sql_edition_installed =
+        "SELECT pg_catalog.to_regclass('ratelimit.sql_edition') IS NOT NULL";
+    if (c_edition.checked(sql_edition_installed).rows.at(0).at(0) != Value("f") ||
+        c_edition
+                .checked("SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = "
+                         "'ratelimit'")
+                .rows.at(0)
+                .at(0) != Value("1"))
+        throw std::runtime_error(
+            "the first database must have the C edition (CREATE EXTENSION "
+            "ratelimit), and not the SQL edition");
+    if (sql_edition.checked(sql_edition_installed).rows.at(0).at(0) != Value("t"))
+        throw std::runtime_error("the second database must have the SQL edition (ratelimit_sql)");
+    const std::string clock = clock_text(kClockStart);
+    for (Database* database : {&c_edition, &sql_edition}) {
+        database->checked("SET ratelimit.test_clock = " + literal(clock));
+        if (database->checked("SELECT ratelimit.clock_now() = $1::timestamptz", {clock})
+                .rows.at(0)
+                .at(0) != Value("t"))
+            throw std::runtime_error(
+                database->label() +
+                ": ratelimit.clock_now() does not read ratelimit.test_clock (the SQL edition "
+                "reads it once its owner has run SELECT ratelimit.use_test_clock(true))");
+        database->checked("TRUNCATE ratelimit.key_state, ratelimit.key_state_unlogged");
+    }
+}
+
+Midnights local_midnights(Database& database) {
+    std::vector<Value> zones(kMidnightZones.begin(), kMidnightZones.end());
+    const Outcome outcome = database.checked(
+        "SELECT zone, (extract(epoch FROM start) * 1000000)::bigint,"
+        " (extract(epoch FROM finish) * 1000000)::bigint, finish - start <> interval '24 hours'"
+        " FROM (SELECT zone, day::timestamp AT TIME ZONE zone AS start,"
+        " (day + interval '1 day')::timestamp AT TIME ZONE zone AS finish"
+        " FROM unnest($1::text[]) AS zone,"
+        " generate_series(date '2026-01-01', date '2031-01-01', interval '1 day') AS day) AS days",
+        {array_text(zones)});
+    Midnights midnights;
+    for (const Row& row : outcome.rows) {
+        const Micros start = std::stoll(row.at(1).value());
+        midnights.all.push_back(start);
+        if (row.at(3) == Value("t")) {
+            std::vector<Micros>& turning = midnights.turning[row.at(0).value()];
+            turning.push_back(start);
+            turning.push_back(std::stoll(row.at(2).value()));
+        }
+    }
+    for (std::vector<Micros>* instants : {&midnights.all}) {
+        std::sort(instants->begin(), instants->end());
+        instants->erase(std::unique(instants->begin(), instants->end()), instants->end());
+    }
+    for (auto& [zone, instants] : midnights.turning) {
+        std::sort(instants.begin(), instants.end());
+        instants.erase(std::unique(instants.begin(), instants.end()), instants.end());
+    }
+    return midnights;
+}
+
+int run(const std::string& c_conninfo, const std::string& sql_conninfo) {
+    const long steps = setting("DIFFERENTIAL_STEPS", 100000);
+    const std::uint64_t seed = seed_setting();
+    std::cout << "differential: " << steps << " steps, seed " << seed
+              << " (DIFFERENTIAL_SEED=" << seed << " replays this run)" << std::endl;
+    Database c_edition("C edition", c_conninfo);
+    Database sql_edition("SQL edition", sql_conninfo);
+    prepare(c_edition, sql_edition);
+    Context context(seed, local_midnights(c_edition));
+
+    std::map<std::string, Counts> counts;
+    std::deque<Record> history;
+    std::string clock_set = clock_text(kClockStart);  // as prepare() left it
+    const auto started = std::chrono::steady_clock::now();
+    for (long number = 1; number <= steps; ++number) {
+        Call call;
+        if (context.queued.empty()) {
+            call = pick_generator(context.random).make(context);
+        } else {
+            call = std::move(context.queued.front());
+            context.queued.pop_front();
+        }
+        context.move_clock(call);
+        const std::string clock = call.clock.empty() ? clock_text(context.clock) : call.clock;
+        // The setting stays from the step before (it is set in a transaction of its own).
+        const bool set_clock = clock != clock_set;
+        clock_set = clock;
+        Step step;
+        const auto step_started = std::chrono::steady_clock::now();
+        try {
+            step = run_step(c_edition, sql_edition, call, clock, set_clock);
+        } catch (const std::exception& error) {
+            std::cout << "\ndifferential: step " << number << " (seed " << seed
+                      << ") failed: " << error.what() << "\n  clock: " << clock
+                      << "\n  as SQL: " << inline_sql(call) << ";\n";
+            return 1;
+        }
+        if (step.c.clock.error)
+            clock_set.clear();
+        Counts& count = counts[call.function];
+        count.seconds +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - step_started).count();
+        ++count.calls;
+        count.errors += step.c.call.error ? 1 : 0;
+        count.denied += denies(call.function, step.c.call) ? 1 : 0;
+        count.memory += call.memory ? 1 : 0;
+        if (!step.difference.empty()) {
+            report_difference(number, seed, call, step, history);
+            return 1;
+        }
+        std::string answer = step.c.call.text();
+        if (answer.size() > 200)
+            answer = answer.substr(0, 200) + "...";
+        history.push_back(Record{number, clock, inline_sql(call, 80), call.keys, answer});
+        if (history.size() > 2000)
+            history.pop_front();
+        if (number % kWholeStateEvery == 0 || number == steps) {
+            const std::string difference = whole_state_difference(c_edition, sql_edition);
+            if (!difference.empty()) {
+                std::cout << "\ndifferential: the editions' state tables differ after step "
+                          << number << " (seed " << seed << ")\n"
+                          << difference << "  replay: DIFFERENTIAL_SEED=" << seed
+                          << " DIFFERENTIAL_STEPS=" << number
+                          << " bash test/sql_edition/differential.sh\n";
+                return 1;
+            }
+        }
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+    Counts total;
+    std::printf("differential: %ld steps in %.1f s, the editions agree\n", steps, seconds);
+    std::printf("  %-14s %8s %8s %8s %8s %9s\n", "function", "calls", "errors", "denials", "memory",
+                "seconds");
+    for (const auto& [function, count] : counts) {
+        std::printf("  %-14s %8ld %8ld %8ld %8ld %9.1f\n", function.c_str(), count.calls,
+                    count.errors, count.denied, count.memory, count.seconds);
+        total.seconds += count.seconds;
+        total.calls += count.calls;
+        total.errors += count.errors;
+        total.denied += count.denied;
+        total.memory += count.memory;
+    }
+    std::printf("  %-14s %8ld %8ld %8ld %8ld %9.1f\n", "all", total.calls, total.errors,
+                total.denied, total.memory, total.seconds);
+    std::printf("  %ld of %ld calls raised an error (errors: the C edition's); seed %llu\n",
+                total.errors, total.calls, static_cast<unsigned long long>(seed));
+    return 0;
+}
+
+}  // namespace
+}  // namespace ratelimit_test
+
+int main(int argc, char** argv) {
+    if (argc != 3) {
+        std::cerr << "usage: differential_test C_EDITION_CONNINFO SQL_EDITION_CONNINFO\n"
+                     "  DIFFERENTIAL_STEPS (100000), DIFFERENTIAL_SEED (random; printed)\n";
+        return 2;
+    }
+    try {
+        return ratelimit_test::run(argv[1], argv[2]);
+    } catch (const std::exception& error) {
+        std::cerr << "differential: " << error.what() << "\n";
+        return 2;
+    }
+}
