@@ -2,7 +2,8 @@
 # Benchmark of the SQL edition against the C edition: the same calls in two databases of one
 # server, one per edition (the C edition's extension; the SQL edition from its plain file), 8
 # clients: consume on the table and unlogged engines, one hot key and over 10,000 keys, and
-# check_http on a policy, each against the SELECT 1 floor.
+# check_http on a policy, each against the SELECT 1 floor; and each app's drop-ins on the SQL
+# edition against that app's own plpgsql limiter.
 # A benchmark, not a test: it fails only when the benchmark itself is broken, never on a timing.
 #
 # Run as root from the repository root:  BENCH_SECONDS=15 bash bench/sql_edition.sh
@@ -23,7 +24,7 @@ bench_start
 c_database="$database"
 sql_database="${database}_sql"
 psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $sql_database" >/dev/null
-psql -X -q -v ON_ERROR_STOP=1 -d "$sql_database" -o /dev/null -f "$plain_file"
+psql -X -q -v ON_ERROR_STOP=1 -d "$sql_database" -f "$plain_file" >/dev/null
 psql -X -q -v ON_ERROR_STOP=1 -d "$sql_database" -f "bench/$bench_name/setup.sql" >/dev/null
 
 # edition_case EDITION NAME SCRIPT: the case NAME run in EDITION's database, as EDITION_NAME.
@@ -45,6 +46,28 @@ for script in consume_table_hot consume_table_10k consume_unlogged_hot consume_u
     edition_case sql "$script" "$script.sql"
 done
 
+# Each app's drop-ins on the SQL edition against that app's own plpgsql limiter, over 10,000
+# users, in a database per app (the per-RPC and sliding-window apps' check_rate_limit share a
+# name): the SQL edition and the app's drop-ins from their plain files, and the app's own
+# function as the app's benchmark defines it (bench/<app>/setup.sql, less its CREATE EXTENSION
+# of the C edition's drop-ins), with the same scripts.
+declare -A drop_in_script=([rpc_limits]=ext_user_10k.sql [endpoint_limits]=ext_10k.sql
+                           [sliding_window_limits]=ext_10k.sql)
+drop_in_apps=(rpc_limits endpoint_limits sliding_window_limits)
+for app in "${drop_in_apps[@]}"; do
+    app_database="${database}_sql_$app"
+    psql -X -q -v ON_ERROR_STOP=1 -c "CREATE DATABASE $app_database" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -d "$app_database" -f "$plain_file" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -d "$app_database" \
+        -f "${plain_file/ratelimit_sql--/ratelimit_sql_$app--}" >/dev/null
+    sed '/^CREATE EXTENSION/d' "bench/$app/setup.sql" |
+        psql -X -q -v ON_ERROR_STOP=1 -d "$app_database" >/dev/null
+    database="$app_database"
+    bench_case "${app}_sql" "../$app/${drop_in_script[$app]}"
+    bench_case "${app}_plpgsql" "../$app/plpgsql_10k.sql"
+    database="$c_database"
+done
+
 # row LABEL SCRIPT: the two editions' rates, each against the floor, and the SQL edition's
 # share of the C edition's.
 row() {
@@ -61,6 +84,13 @@ table="$(
     row '`consume`, unlogged engine, one key' consume_unlogged_hot
     row '`consume`, unlogged engine, 10k keys' consume_unlogged_10k
     row '`check_http`, one policy (table engine), 10k subjects' check_http
+    echo
+    echo "| each app's drop-ins, 10k users | SQL edition TPS | the app's own plpgsql TPS | SQL edition / the app's own |"
+    echo "|---|---:|---:|---:|"
+    for app in "${drop_in_apps[@]}"; do
+        printf '| %s (`%s`) | %.0f | %.0f | %s |\n' "$app" "${drop_in_script[$app]}" "${tps[${app}_sql]}" \
+            "${tps[${app}_plpgsql]}" "$(ratio "${tps[${app}_sql]}" "${tps[${app}_plpgsql]}" 2)"
+    done
 )"
 
 notes() {
@@ -71,4 +101,6 @@ notes() {
 }
 
 bench_finish "The SQL edition against the C edition" "" notes "" "$table"
-psql -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE $sql_database" >/dev/null
+for drop in "$sql_database" "${drop_in_apps[@]/#/${database}_sql_}"; do
+    psql -X -q -v ON_ERROR_STOP=1 -c "DROP DATABASE $drop" >/dev/null
+done
