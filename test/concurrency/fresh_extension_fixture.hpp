@@ -4,9 +4,10 @@
 // sliding window's in the schema sliding_window: its check_rate_limit shares the per-RPC one's
 // name, so the two apps' drop-ins cannot share a schema (tests qualify sliding_window.*).
 //
-// With RATELIMIT_EDITION=sql the extensions are the SQL edition's (ratelimit_sql and
-// ratelimit_sql_<app>, registered in the database through pg_tle beforehand:
-// test/sql_edition/install.sh), its clock switched to the test clock the tests set.
+// With RATELIMIT_EDITION=sql the database holds the SQL edition from its plain file
+// (test/sql_edition/install.sh installs it), which is no extension to drop and create again: each
+// test starts from its state tables emptied instead, its clock switched to the test clock the
+// tests set. Only the native API's tests run so (the drop-ins are extensions of their own).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -23,18 +24,18 @@ class FreshExtensionTest : public ::testing::Test {
   protected:
     void SetUp() override {
         ASSERT_TRUE(setup_.connected()) << setup_.error_message();
-        const std::string extension = sql_edition() ? "ratelimit_sql" : "ratelimit";
-        // CASCADE drops the drop-in extensions too; the (then empty) schema stays.
-        setup_.query("DROP EXTENSION IF EXISTS " + extension + " CASCADE");
-        setup_.query("CREATE EXTENSION " + extension);
-        setup_.query("CREATE EXTENSION " + extension + "_rpc_limits");
-        setup_.query("CREATE EXTENSION " + extension + "_endpoint_limits");
-        setup_.query("CREATE SCHEMA IF NOT EXISTS sliding_window");
-        setup_.query("CREATE EXTENSION " + extension +
-                     "_sliding_window_limits SCHEMA sliding_window");
         if (sql_edition()) {
+            setup_.query("TRUNCATE ratelimit.key_state, ratelimit.key_state_unlogged");
             setup_.query("SELECT ratelimit.use_test_clock(true)");
+            return;
         }
+        // CASCADE drops the drop-in extensions too; the (then empty) schema stays.
+        setup_.query("DROP EXTENSION IF EXISTS ratelimit CASCADE");
+        setup_.query("CREATE EXTENSION ratelimit");
+        setup_.query("CREATE EXTENSION ratelimit_rpc_limits");
+        setup_.query("CREATE EXTENSION ratelimit_endpoint_limits");
+        setup_.query("CREATE SCHEMA IF NOT EXISTS sliding_window");
+        setup_.query("CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window");
     }
 
     static bool sql_edition() {

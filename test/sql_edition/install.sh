@@ -11,7 +11,8 @@
 #   - the migration over the plain file's install: stopped by the install's guard (42P06),
 #     naming the plain file, and nothing changed;
 #   - the pgTAP files of the native API (the list below) against each install, run by the
-#     superuser as the pgtap suite runs them on the C edition.
+#     superuser as the pgtap suite runs them on the C edition;
+#   - the concurrency suite's exactness tests of the native API against the plain file's install.
 # The grants are compared with the C edition's list in sql/install/privileges.sql, for every
 # object of the schema and each of anon, authenticated, service_role and a role with no grant
 # (what PUBLIC may): the edition's own objects are in no list, so granted to nobody.
@@ -229,31 +230,6 @@ if [ "$pg_tle" = true ]; then
 
     pgtap_against sql_tle "through pg_tle"
 
-    # The concurrency suite's exactness tests of the native API (64 connections racing on one
-    # key for every algorithm and both table engines, and on 10,000 keys), against the SQL
-    # edition and its drop-ins registered through pg_tle (their migrations, run once here; the
-    # tests' fixture creates them afresh for each test).
-    q "CREATE DATABASE sql_concurrency" >/dev/null
-    q -d sql_concurrency "CREATE EXTENSION pg_tle" >/dev/null
-    status=0
-    psql -X -q -1 -v ON_ERROR_STOP=1 -d sql_concurrency -f "$migration" >>"$CLUSTER_DIR/concurrency.out" 2>&1 ||
-        status=$?
-    # Each drop-in's migration creates it in public, where two apps' cannot stand together:
-    # registered, each is dropped again (the fixture creates them where the tests want them).
-    for file in build/sql_edition/ratelimit_sql_*--"$version".pg_tle.sql; do
-        psql -X -q -1 -v ON_ERROR_STOP=1 -d sql_concurrency -f "$file" \
-            -c "DROP EXTENSION $(basename "$file" | sed 's/--.*//')" >>"$CLUSTER_DIR/concurrency.out" 2>&1 ||
-            status=$?
-    done
-    ok "$status" "the SQL edition and its drop-ins registered through pg_tle for the concurrency tests"
-    [ "$status" -eq 0 ] || grep -m3 'ERROR' "$CLUSTER_DIR/concurrency.out" | sed 's/^/#   /'
-    status=0
-    RATELIMIT_EDITION=sql PGDATABASE=sql_concurrency test/concurrency/concurrency_tests \
-        --gtest_filter='AllAlgorithmsAndEngines/NativeOneKey.*:BothEngines/NativeManyKeys.*' \
-        >>"$CLUSTER_DIR/concurrency.out" 2>&1 || status=$?
-    ok "$status" "the concurrency suite's exactness tests of the native API pass on the SQL edition ($(
-        grep -o '\[  PASSED  \] [0-9]* tests' "$CLUSTER_DIR/concurrency.out" | tail -1 | sed 's/\[  PASSED  \] //') passed)"
-    [ "$status" -eq 0 ] || grep -E '^\[  FAILED  \]|Failure|error' "$CLUSTER_DIR/concurrency.out" | head -20 | sed 's/^/#   /'
 else
     skip "the SQL edition through pg_tle" "$pg_tle_missing"
 fi
@@ -301,6 +277,17 @@ else
 fi
 
 pgtap_against sql_plain "from the plain file"
+
+# The concurrency suite's exactness tests of the native API (64 connections racing on one key
+# for every algorithm and both table engines, and on 10,000 keys), against the plain file's
+# install, which needs no pg_tle: the tests' fixture empties its state tables before each test.
+status=0
+RATELIMIT_EDITION=sql PGDATABASE=sql_plain test/concurrency/concurrency_tests \
+    --gtest_filter='AllAlgorithmsAndEngines/NativeOneKey.*:BothEngines/NativeManyKeys.*' \
+    >"$CLUSTER_DIR/concurrency.out" 2>&1 || status=$?
+ok "$status" "the concurrency suite's exactness tests of the native API pass on the SQL edition ($(
+    grep -o '\[  PASSED  \] [0-9]* tests' "$CLUSTER_DIR/concurrency.out" | tail -1 | sed 's/\[  PASSED  \] //') passed)"
+[ "$status" -eq 0 ] || grep -E '^\[  FAILED  \]|Failure|rror' "$CLUSTER_DIR/concurrency.out" | head -20 | sed 's/^/#   /'
 
 echo "1..$checks"
 if [ "$failures" -gt 0 ]; then
