@@ -33,6 +33,12 @@ psql -X -q -v ON_ERROR_STOP=1 -d ratelimit_c_edition -c "CREATE EXTENSION rateli
 psql -X -q -v ON_ERROR_STOP=1 -U "$owner" -d ratelimit_sql_edition -o /dev/null -f "$plain"
 psql -X -q -v ON_ERROR_STOP=1 -U "$owner" -d ratelimit_sql_edition -o /dev/null \
     -c "SELECT ratelimit.use_test_clock(true)"
+# Each install makes a random partition-key secret, which check_http's pk parameter is hashed
+# with: the SQL edition takes the C edition's, so that their headers agree.
+secret="$(psql -X -A -t -v ON_ERROR_STOP=1 -d ratelimit_c_edition \
+    -c "SELECT encode(secret, 'hex') FROM ratelimit.partition_key_secret")"
+psql -X -q -v ON_ERROR_STOP=1 -d ratelimit_sql_edition \
+    -c "UPDATE ratelimit.partition_key_secret SET secret = decode('$secret', 'hex')"
 
 test/sql_edition/differential_test "dbname=ratelimit_c_edition user=postgres" \
     "dbname=ratelimit_sql_edition user=$owner"

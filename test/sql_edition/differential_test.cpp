@@ -1,10 +1,11 @@
-// The SQL edition decides exactly as the C edition: random calls of the native API, each made
-// alike in a database with the C edition (extension ratelimit) and in one with the SQL edition
-// (ratelimit_sql), on the same frozen clock (ratelimit.test_clock). Both must give the same
-// answer (the same result text, or the same SQLSTATE and primary message) and leave the same
-// state rows for the keys the call named; the whole state tables are compared every few
-// thousand calls and at the end. test/sql_edition/differential.sh makes the two databases and
-// runs it:
+// The SQL edition decides exactly as the C edition: random calls of the native API and of the
+// policy API (with writes to the policy tables), each made alike in a database with the C
+// edition (extension ratelimit) and in one with the SQL edition (ratelimit_sql), on the same
+// frozen clock (ratelimit.test_clock). Both must give the same answer (the same result text, or
+// the same SQLSTATE and primary message) and leave the same state rows for the keys the call
+// named (for a policy call: its policies' namespaces and their newest denial log rows); the
+// whole state tables and the denial log are compared every few thousand calls and at the end.
+// test/sql_edition/differential.sh makes the two databases and runs it:
 //
 //   differential_test C_EDITION_CONNINFO SQL_EDITION_CONNINFO
 //
@@ -390,7 +391,10 @@ struct Call {
     std::string function;  // the function called: the counts are kept by it
     std::string sql;
     std::vector<Value> params;
-    std::string policy;             // the keys' namespace in the state tables ('': native keys)
+    std::string policy;  // the keys' namespace in the state tables ('': native keys)
+    // A call by policy (or a write to the policy tables): the state rows of these policies'
+    // namespaces and their newest denial log rows are compared instead of the keys'.
+    std::vector<std::string> policies;
     std::vector<std::string> keys;  // whose state rows are compared after the call
     bool memory = false;            // on the memory engine: the SQL edition refuses it (0A000)
     Micros period = 0;              // the clock may move by exactly this before the call
@@ -1464,6 +1468,467 @@ Call clock_edge_call(Context& context) {
     return call;
 }
 
+// ---- policies: the policy tables written alike, and the calls that decide by them -----------
+
+// A small pool of policies, tiers and callers, so that rows and counters meet again and again.
+const std::vector<std::string> kPolicyNames = {"api.read", "api:write", "login-ip",
+                                               "rpc.game", "p_4",       "Quota.5"};
+const std::vector<std::string> kTierNames = {"free", "pro", "admin"};
+const std::vector<std::string> kSubjects = {"s0",
+                                            "s1",
+                                            "s2",
+                                            "s3",
+                                            "user-42",
+                                            "10.0.0.1",
+                                            "\u043a\u043b\u044e\u0447 \u00e9",
+                                            "a b'c\"d,{e}\\f NULL"};
+const std::vector<Value> kUsers = {
+    std::nullopt, std::nullopt, "00000000-0000-4000-8000-000000000001",
+    "00000000-0000-4000-8000-000000000002", "c0ffee00-1234-4abc-9def-0123456789ab"};
+const std::vector<Value> kIps = {std::nullopt,  std::nullopt,  "10.0.0.1", "10.1.2.3",
+                                 "192.168.1.7", "2001:db8::1", "::1"};
+const std::vector<std::string> kIpRanges = {"10.0.0.0/8", "10.0.0.1/32", "192.168.1.0/24",
+                                            "2001:db8::/32", "::1/128"};
+const std::vector<std::string> kPenaltySteps = {"50 milliseconds", "1 second", "5 seconds",
+                                                "1 minute"};
+const std::vector<std::string> kPenaltyDecays = {"100 milliseconds", "1 second", "10 seconds",
+                                                 "1 minute"};
+
+// A policy's limit at most this, and check_http's cost at most kMostHttpCost: check_http's 429
+// body counts the denied call ("Current:") as an SQL integer, an overflow is an error (22003)
+// after the denial was decided, and the C edition's denial queue then logs the denial of the
+// rolled-back call while the SQL edition does not (docs/sql-edition.md). The limit times a
+// tier's largest multiplier, plus the cost, stays below it (check_http, and http_body of a
+// check); http_body meets the overflow with decisions written out.
+constexpr std::int64_t kMostPolicyLimit = 1000000;
+constexpr std::int64_t kMostHttpCost = 1000000000;
+
+// A policy name: mostly one of the pool, now and then one that no row has.
+std::string random_policy_name(Random& random) {
+    return random.chance(0.97) ? random.pick(kPolicyNames) : std::string("no.such.policy");
+}
+
+// Mostly one of two busy subjects, so that the pool's limits bite.
+std::string random_subject(Context& context) {
+    Random& random = context.random;
+    if (random.chance(0.03))
+        return context.fresh_key();
+    return random.chance(0.5) ? kSubjects[random.next() % 2] : random.pick(kSubjects);
+}
+
+Value random_tier(Random& random) {
+    const double dice = random.unit();
+    if (dice < 0.5)
+        return std::nullopt;
+    if (dice < 0.95)
+        return random.pick(kTierNames);
+    return std::string("no_such_tier");
+}
+
+// A cost against the pool's small limits: none, one, a few, above most limits, the most.
+std::int64_t random_policy_cost(Random& random) {
+    const double dice = random.unit();
+    if (dice < 0.08)
+        return 0;
+    if (dice < 0.70)
+        return 1;
+    if (dice < 0.85)
+        return random.between(2, 4);
+    if (dice < 0.97)
+        return random.between(5, 50);
+    return kMaxInteger;
+}
+
+// An instant near the clock, for expires_at: mostly ahead, sometimes already past.
+Value near_clock(Context& context) {
+    Random& random = context.random;
+    return clock_text(context.clock + random.between(-2 * kSecond, 20 * kSecond));
+}
+
+// A policy row written whole (inserted, or replacing the row of that name), one column changed,
+// or the row deleted (its overrides and list entries go with it). Now and then a value the
+// validation trigger must refuse alike. No memory engine, lookups or reset_jitter (random).
+Call policy_row_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.function = "policies";
+    const std::string name = random.pick(kPolicyNames);
+    call.policies = {name};
+    const double dice = random.unit();
+    if (dice < 0.06) {
+        call.sql = "DELETE FROM ratelimit.policies WHERE name = $1::text RETURNING name";
+        call.params = {name};
+        return call;
+    }
+    if (dice < 0.3) {
+        const std::vector<std::pair<std::string, Value>> changes = {
+            {"\"limit\" = $2::integer", number(random.between(1, 10))},
+            {"\"limit\" = $2::integer", number(std::min(random_limit(random), kMostPolicyLimit))},
+            {"shadow = NOT shadow AND $2::boolean", "t"},
+            {"count_denied = NOT count_denied AND $2::boolean", "t"},
+            {"hash_key = NOT hash_key AND $2::boolean", "t"},
+            {"log_denials = NOT log_denials AND $2::boolean", "t"},
+            {"engine = $2::text", random_engine(random)},
+            {"max_delay = $2::interval",
+             random.chance(0.5) ? Value(random.pick(kMaxWaits)) : std::nullopt},
+            {"burst = $2::integer",
+             random.chance(0.5) ? number(random.between(1, 10)) : std::nullopt},
+            {"penalty_blocks = NULL, penalty_decay = $2::interval", std::nullopt},
+        };
+        const auto& change = random.pick(changes);
+        call.sql =
+            "UPDATE ratelimit.policies SET " + change.first + " WHERE name = $1::text RETURNING *";
+        call.params = {name, change.second};
+        return call;
+    }
+    Profile profile = random_profile(random, random.pick(kAlgorithms));
+    profile.limit = std::min(profile.limit, kMostPolicyLimit);
+    if (random.chance(0.6))
+        profile.limit = random.between(1, 5);
+    if (!profile.period.calendar && random.chance(0.5)) {
+        // Periods long enough that the window holds many calls: the clock moves by hours
+        // between two calls on one subject.
+        profile.period = random.pick(
+            std::vector<Period>{{"1 hour", kHour}, {"1 day", kDay}, {"7 days", 7 * kDay}});
+        profile.burst.reset();
+    }
+    if (profile.burst)
+        profile.burst = std::min(
+            {*profile.burst, most_burst(profile.limit, profile.period.length), kMostPolicyLimit});
+    Value algorithm = profile.algorithm;
+    Value limit = number(profile.limit);
+    Value period = profile.period.text;
+    Value burst = optional_number(profile.burst);
+    Value engine = random_engine(random);
+    Value zone = profile.zone;
+    Value quota_unit =
+        random.chance(0.2)
+            ? Value(random.pick(std::vector<std::string>{"requests", "content-bytes", "tokens"}))
+            : std::nullopt;
+    Value max_delay;
+    if (is_bucket(profile.algorithm) ? random.chance(0.3) : random.chance(0.01))
+        max_delay = random.pick(kMaxWaits);
+    Value blocks;
+    Value decay;
+    if (random.chance(0.2)) {
+        std::vector<Value> steps;
+        const std::int64_t count = random.between(1, 3);
+        for (std::int64_t i = 0; i < count; ++i)
+            steps.push_back(random.pick(kPenaltySteps));
+        blocks = array_text(steps);
+        decay = random.pick(kPenaltyDecays);
+    }
+    if (random.chance(kBadInputs)) {
+        switch (random.next() % 6) {
+            case 0:
+                limit = random.pick(bad_values("p_limit"));
+                break;
+            case 1:
+                period = random.pick(bad_values("p_period"));
+                break;
+            case 2:
+                algorithm = random.pick(bad_values("p_algorithm"));
+                break;
+            case 3:
+                burst = random.pick(bad_values("p_burst"));
+                break;
+            case 4:
+                zone = random.pick(bad_values("p_time_zone"));
+                break;
+            default:
+                // Penalties need both columns; steps must be intervals within bounds.
+                blocks = random.chance(0.5) ? Value(std::nullopt) : Value("{0}");
+                decay = "1 second";
+                break;
+        }
+    }
+    call.sql =
+        "INSERT INTO ratelimit.policies AS p (name, algorithm, \"limit\", period, burst, engine,"
+        " count_denied, shadow, hash_key, log_denials, quota_unit, time_zone, penalty_blocks,"
+        " penalty_decay, max_delay) VALUES ($1::text, $2::text, $3::integer, $4::interval,"
+        " $5::integer, $6::text, $7::boolean, $8::boolean, $9::boolean, $10::boolean, $11::text,"
+        " $12::text, $13::interval[], $14::interval, $15::interval)"
+        " ON CONFLICT (name) DO UPDATE SET algorithm = EXCLUDED.algorithm,"
+        " \"limit\" = EXCLUDED.\"limit\", period = EXCLUDED.period, burst = EXCLUDED.burst,"
+        " engine = EXCLUDED.engine, count_denied = EXCLUDED.count_denied,"
+        " shadow = EXCLUDED.shadow, hash_key = EXCLUDED.hash_key,"
+        " log_denials = EXCLUDED.log_denials, quota_unit = EXCLUDED.quota_unit,"
+        " time_zone = EXCLUDED.time_zone, penalty_blocks = EXCLUDED.penalty_blocks,"
+        " penalty_decay = EXCLUDED.penalty_decay, max_delay = EXCLUDED.max_delay RETURNING *";
+    const auto flag = [&](double probability) {
+        return Value(random.chance(probability) ? "t" : "f");
+    };
+    call.params = {name,      algorithm, limit,      period, burst,  engine, flag(0.2), flag(0.15),
+                   flag(0.2), flag(0.4), quota_unit, zone,   blocks, decay,  max_delay};
+    return call;
+}
+
+// A tier's multiplier or bypass written, or the tier deleted.
+Call tier_row_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.function = "tiers";
+    call.policies = kPolicyNames;
+    const std::string name = random.pick(kTierNames);
+    if (random.chance(0.04)) {
+        call.sql = "DELETE FROM ratelimit.tiers WHERE name = $1::text RETURNING *";
+        call.params = {name};
+        return call;
+    }
+    const std::vector<std::string> multipliers = {"0.5",   "1",    "2",    "1.5", "3.3333",
+                                                  "0.001", "1000", "0.25", "0",   "1001"};
+    call.sql =
+        "INSERT INTO ratelimit.tiers (name, multiplier, bypass) VALUES ($1::text, $2::numeric,"
+        " $3::boolean) ON CONFLICT (name) DO UPDATE SET multiplier = EXCLUDED.multiplier,"
+        " bypass = EXCLUDED.bypass RETURNING *";
+    call.params = {name, random.pick(multipliers), random.chance(0.1) ? "t" : "f"};
+    return call;
+}
+
+// A key's own limit, multiplier or bypass under a policy, until an instant or for good; or
+// deleted.
+Call override_row_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.function = "key_overrides";
+    const std::string policy = random_policy_name(random);
+    const std::string key = random.pick(kSubjects);
+    call.policies = {policy};
+    if (random.chance(0.2)) {
+        call.sql =
+            "DELETE FROM ratelimit.key_overrides WHERE policy = $1::text AND key = $2::text"
+            " RETURNING policy, key";
+        call.params = {policy, key};
+        return call;
+    }
+    Value limit;
+    Value multiplier;
+    const double dice = random.unit();
+    if (dice < 0.4)
+        limit = number(random.between(1, 10));
+    else if (dice < 0.75)
+        multiplier = random.pick(std::vector<std::string>{"0.5", "2", "10", "0.001"});
+    else if (dice < 0.8)
+        limit = random.chance(0.5) ? "0" : "-1";  // refused by the check constraint
+    else if (dice < 0.85) {
+        limit = "3";
+        multiplier = "2";  // one change at most
+    }
+    call.sql =
+        "INSERT INTO ratelimit.key_overrides (policy, key, \"limit\", multiplier, bypass,"
+        " expires_at) VALUES ($1::text, $2::text, $3::integer, $4::numeric, $5::boolean,"
+        " $6::timestamptz) ON CONFLICT (policy, key) DO UPDATE SET \"limit\" = EXCLUDED.\"limit\","
+        " multiplier = EXCLUDED.multiplier, bypass = EXCLUDED.bypass,"
+        " expires_at = EXCLUDED.expires_at RETURNING policy, key, \"limit\", multiplier, bypass,"
+        " expires_at";
+    call.params = {policy,
+                   key,
+                   limit,
+                   multiplier,
+                   random.chance(0.15) ? "t" : "f",
+                   random.chance(0.6) ? std::nullopt : near_clock(context)};
+    return call;
+}
+
+// An allow or deny entry for a key, a user or an IP range, for one policy or all, until an
+// instant or for good; or the entries of a subject deleted (so that the list stays short).
+// created_at (the real time) is left out of what is compared.
+Call access_row_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.function = "access_list";
+    const int kind = static_cast<int>(random.next() % 3);
+    const std::vector<std::string> columns = {"key", "user_id", "ip"};
+    const std::vector<std::string> types = {"text", "uuid", "cidr"};
+    Value subject = kind == 0   ? Value(random.pick(kSubjects))
+                    : kind == 1 ? random.pick(std::vector<Value>(kUsers.begin() + 2, kUsers.end()))
+                                : Value(random.pick(kIpRanges));
+    const std::string returned = " RETURNING action, policy, user_id, key, ip, expires_at";
+    if (random.chance(0.45)) {
+        call.policies = kPolicyNames;
+        // In an order of its own: the rows' order on disk may differ between the databases.
+        call.sql = "WITH gone AS (DELETE FROM ratelimit.access_list WHERE " + columns[kind] +
+                   " = $1::" + types[kind] + returned +
+                   ") SELECT * FROM gone ORDER BY action, policy, user_id, key, ip, expires_at";
+        call.params = {subject};
+        return call;
+    }
+    const Value policy = random.chance(0.25) ? std::nullopt : Value(random_policy_name(random));
+    call.policies = policy ? std::vector<std::string>{*policy} : kPolicyNames;
+    call.sql = "INSERT INTO ratelimit.access_list (action, policy, " + columns[kind] +
+               ", expires_at) VALUES ($1::text, $2::text, $3::" + types[kind] +
+               ", $4::timestamptz)" + returned;
+    const Value action =
+        random.chance(0.02) ? Value("block") : Value(random.chance(0.5) ? "allow" : "deny");
+    call.params = {action, policy, subject,
+                   random.chance(0.3) ? std::nullopt : near_clock(context)};
+    return call;
+}
+
+// The arguments every policy call shares after its subjects.
+void add_caller_arguments(Context& context, std::vector<Argument>& arguments) {
+    Random& random = context.random;
+    arguments.push_back(defaulted("p_cost", "integer", number(random_policy_cost(random)), "1"));
+    arguments.push_back(defaulted("p_tier", "text", random_tier(random), std::nullopt));
+    arguments.push_back(defaulted("p_ip", "inet", random.pick(kIps), std::nullopt));
+    arguments.push_back(defaulted("p_user", "uuid", random.pick(kUsers), std::nullopt));
+}
+
+// Bad values of the policy calls' arguments, by name.
+void give_bad_policy_argument(Random& random, std::vector<Argument>& arguments) {
+    Argument& argument = arguments[random.next() % arguments.size()];
+    const std::string& name = argument.name;
+    if (name == "p_policy")
+        argument.value = random.chance(0.5) ? Value(std::nullopt) : Value("");
+    else if (name == "p_key")
+        argument.value = random.pick(bad_values("p_key"));
+    else if (name == "p_cost")
+        argument.value = random.pick(bad_values("p_cost"));
+    else if (name == "p_tier")
+        argument.value = random.chance(0.5) ? Value("") : Value(std::string(300, 't'));
+    else if (name == "p_policies" || name == "p_keys" || name == "p_subjects")
+        argument.value =
+            random.pick(std::vector<Value>{std::nullopt, "{}", "{NULL}", "{\"\"}",
+                                           array_text({std::string(257, 'k')}), "{{a},{b}}"});
+    else if (name == "p_reset_format")
+        argument.value = random.pick(std::vector<Value>{std::nullopt, "", "rfc1123", "ISO8601"});
+    else if (name == "p_body_shape" || name == "p_shape")
+        argument.value = random.pick(std::vector<Value>{std::nullopt, "", "xml", "Problem"});
+    else if (name == "p_duration")
+        argument.value = random.pick(bad_values("p_duration"));
+}
+
+// check, check_many, check_all and check_http: one or a few policies of the pool, on subjects of
+// the pool, with a tier, an IP and a user now and then.
+Call policy_check_call(Context& context, const std::string& function) {
+    Random& random = context.random;
+    Call call;
+    call.function = function;
+    std::vector<Argument> arguments;
+    if (function == "check" || function == "check_many") {
+        const std::string policy = random_policy_name(random);
+        call.policies = {policy};
+        arguments.push_back(required("p_policy", "text", policy));
+        if (function == "check") {
+            const std::string subject = random_subject(context);
+            call.keys = {subject};
+            arguments.push_back(required("p_key", "text", subject));
+        } else {
+            std::vector<Value> subjects;
+            const std::int64_t count = random.between(1, 6);
+            for (std::int64_t i = 0; i < count; ++i) {
+                subjects.push_back(random_subject(context));
+                call.keys.push_back(*subjects.back());
+            }
+            arguments.push_back(required("p_subjects", "text[]", array_text(subjects)));
+        }
+    } else {
+        std::vector<Value> policies;
+        std::vector<Value> keys;
+        const std::int64_t count = random.chance(0.6) ? 1 : random.between(2, 4);
+        // Distinct policies, but now and then one named twice (refused alike).
+        std::vector<std::string> names = kPolicyNames;
+        random.shuffle(names);
+        for (std::int64_t i = 0; i < count; ++i) {
+            const std::string policy = random.chance(0.02)
+                                           ? random_policy_name(random)
+                                           : names[static_cast<std::size_t>(i) % names.size()];
+            policies.push_back(policy);
+            call.policies.push_back(policy);
+            // One subject for every policy, mostly; a different one per policy now and then.
+            keys.push_back(i > 0 && random.chance(0.7) ? keys.front() : random_subject(context));
+            call.keys.push_back(*keys.back());
+        }
+        if (random.chance(kBadInputs / 2))
+            keys.pop_back();  // one key fewer than policies
+        arguments.push_back(required("p_policies", "text[]", array_text(policies)));
+        arguments.push_back(required("p_keys", "text[]", array_text(keys)));
+    }
+    add_caller_arguments(context, arguments);
+    if (function == "check_http") {
+        Value& cost = arguments[arguments.size() - 4].value;
+        cost = number(std::min(std::stoll(*cost), static_cast<long long>(kMostHttpCost)));
+        arguments.push_back(defaulted("p_reset_format", "text",
+                                      random.chance(0.5) ? "iso8601" : "unix", "iso8601"));
+        arguments.push_back(
+            defaulted("p_body_shape", "text",
+                      random.pick(std::vector<std::string>{"error_message", "detailed", "problem"}),
+                      "error_message"));
+    }
+    if (random.chance(kBadInputs))
+        give_bad_policy_argument(random, arguments);
+    write_call(random, call, arguments);
+    return call;
+}
+
+// reset_policy_key and block_policy_key: an administrator's hand on one subject's counters.
+Call policy_key_call(Context& context, const std::string& function) {
+    Random& random = context.random;
+    Call call;
+    call.function = function;
+    const std::string policy = random_policy_name(random);
+    const std::string subject = random_subject(context);
+    call.policies = {policy};
+    call.keys = {subject};
+    std::vector<Argument> arguments = {required("p_policy", "text", policy),
+                                       required("p_key", "text", subject)};
+    if (function == "block_policy_key") {
+        std::string duration = random.pick(kBlockDurations);
+        if (duration == "365 days" && random.chance(0.9))
+            duration = "1 second";
+        arguments.push_back(required("p_duration", "interval", duration));
+    }
+    if (random.chance(kBadInputs))
+        give_bad_policy_argument(random, arguments);
+    write_call(random, call, arguments);
+    return call;
+}
+
+// http_headers and http_body of a decision check makes in the same statement, or of a decision
+// written out (or NULL). A bad format or shape goes only with the latter: a denial check logged
+// before the error would be written by the C edition's queue after the rollback, and by the SQL
+// edition not at all (docs/sql-edition.md).
+Call http_fields_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    const bool headers = random.chance(0.5);
+    call.function = headers ? "http_headers" : "http_body";
+    Value format =
+        headers
+            ? Value(random.chance(0.5) ? "iso8601" : "unix")
+            : Value(random.pick(std::vector<std::string>{"error_message", "detailed", "problem"}));
+    if (random.chance(0.08)) {
+        if (random.chance(0.5))
+            format = random.pick(std::vector<Value>{std::nullopt, "", "json", "ISO8601"});
+        const std::vector<Value> decisions = {
+            std::nullopt,
+            "(f,api.read,5,0,1500,1500,60000,1,limited,{},\"2026-01-01 00:00:00+00\",)",
+            "(f,login-ip,1,0,,,86400000,3,deny_list,{},\"2026-01-01 00:00:00.5+00\",)",
+            "(f,rpc.game,10,0,300000,60000,60000,1,penalty,{},\"2030-12-31 23:59:59+00\",2)",
+            "(t,api:write,100,99,0,1000,1000,1,within_limits,{p_4},\"2026-01-01 00:00:00+00\",)",
+            "(t,,,,,,,0,allow_list,{},\"2026-01-01 00:00:00+00\",)",
+            "(f,rpc.game,2147483647,0,16419912198,16419912198,86400000,1,limited,{},"
+            "\"2030-05-11 07:07:58.334582+00\",)",
+            "(f,p_4,5,0,,,60000,2147483647,cost_exceeds_limit,{},\"2026-01-01 00:00:00+00\",)",
+            "(,,,,,,,,,,,)",
+        };
+        call.sql =
+            "SELECT ratelimit." + call.function + "($1::ratelimit.policy_decision, $2::text)";
+        call.params = {random.pick(decisions), format};
+        call.policies = {"api.read"};
+        return call;
+    }
+    const std::string policy = random_policy_name(random);
+    const std::string subject = random_subject(context);
+    call.policies = {policy};
+    call.keys = {subject};
+    call.sql = "SELECT ratelimit." + call.function +
+               "(ratelimit.check($1::text, $2::text, $3::integer, $4::text), $5::text)";
+    call.params = {policy, subject, number(std::min(random_policy_cost(random), kMostHttpCost)),
+                   random_tier(random), format};
+    return call;
+}
+
 struct Generator {
     const char* name;
     int weight;
@@ -1481,6 +1946,20 @@ const std::vector<Generator> kGenerators = {
     {"reset", 300, reset_call},
     {"block", 300, [](Context& context) { return block_call(context, false); }},
     {"the clock's first and last instants", 30, clock_edge_call},
+    // By policy: the rows written alike in both databases, and the calls that read them.
+    {"policies", 60, policy_row_call},
+    {"tiers", 15, tier_row_call},
+    {"key_overrides", 30, override_row_call},
+    {"access_list", 30, access_row_call},
+    {"check", 500, [](Context& context) { return policy_check_call(context, "check"); }},
+    {"check_many", 150, [](Context& context) { return policy_check_call(context, "check_many"); }},
+    {"check_all", 150, [](Context& context) { return policy_check_call(context, "check_all"); }},
+    {"check_http", 250, [](Context& context) { return policy_check_call(context, "check_http"); }},
+    {"reset_policy_key", 50,
+     [](Context& context) { return policy_key_call(context, "reset_policy_key"); }},
+    {"block_policy_key", 50,
+     [](Context& context) { return policy_key_call(context, "block_policy_key"); }},
+    {"http_headers and http_body", 100, http_fields_call},
     // Scenarios: the weight is how often one starts; each makes several calls.
     {"long runs", 2, long_run},
     {"delay queues", 20, delay_queue},
@@ -1513,6 +1992,23 @@ const char kKeyState[] =
     " UNION ALL SELECT 'unlogged', * FROM ratelimit.key_state_unlogged"
     " WHERE policy = $1 AND key = ANY ($2::text[]) ORDER BY engine, key";
 
+// A policy's namespace holds its keys' counters (its name) and their penalty levels (its name,
+// then /penalty). logged_at and every field of event_data come from the call and the clock, so
+// the log rows agree whole; the newest few are enough to catch a wrong or missing row.
+const char kPolicyState[] =
+    "SELECT 'table' AS source, k::text AS state FROM ratelimit.key_state k"
+    " WHERE k.policy <> '' AND split_part(k.policy, '/', 1) = ANY ($1::text[])"
+    " UNION ALL SELECT 'unlogged', k::text FROM ratelimit.key_state_unlogged k"
+    " WHERE k.policy <> '' AND split_part(k.policy, '/', 1) = ANY ($1::text[])"
+    " UNION ALL (SELECT 'denial_log', (d.slot, d.logged_at, d.event_type, d.severity, d.source,"
+    " d.status, d.error_message, d.event_data)::text FROM ratelimit.denial_log d"
+    " WHERE d.event_data ->> 'policy' = ANY ($1::text[]) ORDER BY d.slot DESC LIMIT 20)"
+    " ORDER BY 1, 2";
+
+const char kWholeDenialLog[] =
+    "SELECT slot, logged_at, event_type, severity, source, status, error_message, event_data"
+    " FROM ratelimit.denial_log ORDER BY slot";
+
 const char kWholeState[] =
     "SELECT 'table' AS engine, * FROM ratelimit.key_state"
     " UNION ALL SELECT 'unlogged', * FROM ratelimit.key_state_unlogged"
@@ -1539,12 +2035,16 @@ Step run_step(Database& c_edition, Database& sql_edition, const Call& call,
     Step step;
     step.clock_sql = "SET ratelimit.test_clock = " + literal(clock);
     std::vector<Value> keys(call.keys.begin(), call.keys.end());
-    const std::vector<Value> state_params = {call.policy, array_text(keys)};
+    std::vector<Value> policies(call.policies.begin(), call.policies.end());
+    const bool by_policy = !call.policies.empty();
+    const std::vector<Value> state_params = by_policy
+                                                ? std::vector<Value>{array_text(policies)}
+                                                : std::vector<Value>{call.policy, array_text(keys)};
     for (Database* database : {&c_edition, &sql_edition}) {
         if (set_clock)
             database->send(step.clock_sql, {});
         database->send(call.sql, call.params);
-        database->send(kKeyState, state_params);
+        database->send(by_policy ? kPolicyState : kKeyState, state_params);
     }
     for (auto [database, side] : {std::pair<Database*, Side*>{&c_edition, &step.c},
                                   std::pair<Database*, Side*>{&sql_edition, &step.sql}}) {
@@ -1585,6 +2085,7 @@ bool denies(const std::string& function, const Outcome& answer) {
         return false;
     const std::string& text = *answer.rows[0][0];
     return (function == "allow" && text == "f") || text.rfind("(f,", 0) == 0 ||
+           (function == "check_http" && text.find("\"allowed\": false") != std::string::npos) ||
            text.find("\"(f,") != std::string::npos;
 }
 
@@ -1650,9 +2151,10 @@ void report_difference(long number, std::uint64_t seed, const Call& call, const 
 }
 
 // Every state row on both editions; the rows only one of them holds, or "" when they agree.
-std::string whole_state_difference(Database& c_edition, Database& sql_edition) {
-    c_edition.send(kWholeState, {});
-    sql_edition.send(kWholeState, {});
+std::string whole_state_difference(Database& c_edition, Database& sql_edition,
+                                   const char* query = kWholeState) {
+    c_edition.send(query, {});
+    sql_edition.send(query, {});
     const Outcome c_rows = c_edition.receive();
     const Outcome sql_rows = sql_edition.receive();
     if (c_rows.same(sql_rows))
@@ -1735,6 +2237,18 @@ void prepare(Database& c_edition, Database& sql_edition) {
                 ": ratelimit.clock_now() does not read ratelimit.test_clock (the SQL edition "
                 "reads it once its owner has run SELECT ratelimit.use_test_clock(true))");
         database->checked("TRUNCATE ratelimit.key_state, ratelimit.key_state_unlogged");
+        // The pool's policies and tiers exist from the start (policy_row_call and tier_row_call
+        // change and delete them), so that most policy calls decide rather than fail.
+        database->checked(
+            "INSERT INTO ratelimit.policies (name, algorithm, \"limit\", period)"
+            " SELECT name, algorithm, 5, '1 day' FROM unnest($1::text[], $2::text[])"
+            " AS pool (name, algorithm) ON CONFLICT DO NOTHING",
+            {array_text(std::vector<Value>(kPolicyNames.begin(), kPolicyNames.end())),
+             array_text(std::vector<Value>(kAlgorithms.begin(), kAlgorithms.end()))});
+        database->checked(
+            "INSERT INTO ratelimit.tiers (name, multiplier) SELECT name, 2"
+            " FROM unnest($1::text[]) AS name ON CONFLICT DO NOTHING",
+            {array_text(std::vector<Value>(kTierNames.begin(), kTierNames.end()))});
     }
 }
 
@@ -1826,9 +2340,12 @@ int run(const std::string& c_conninfo, const std::string& sql_conninfo) {
         if (history.size() > 2000)
             history.pop_front();
         if (number % kWholeStateEvery == 0 || number == steps) {
-            const std::string difference = whole_state_difference(c_edition, sql_edition);
+            std::string difference = whole_state_difference(c_edition, sql_edition);
+            if (difference.empty())
+                difference = whole_state_difference(c_edition, sql_edition, kWholeDenialLog);
             if (!difference.empty()) {
-                std::cout << "\ndifferential: the editions' state tables differ after step "
+                std::cout << "\ndifferential: the editions' state tables or denial logs differ "
+                             "after step "
                           << number << " (seed " << seed << ")\n"
                           << difference << "  replay: DIFFERENTIAL_SEED=" << seed
                           << " DIFFERENTIAL_STEPS=" << number
