@@ -343,56 +343,9 @@ $$;
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_now constant bigint := (extract(epoch FROM ratelimit.clock_now()) * 1000000)::bigint;
-    v_algorithm constant smallint := CASE p_algorithm WHEN 'fixed_window' THEN 1 WHEN 'rolling_window' THEN 2
-        WHEN 'sliding_window' THEN 3 WHEN 'sliding_window_counter' THEN 4 WHEN 'token_bucket' THEN 5 WHEN 'gcra' THEN 6 END;
-    -- p_period in microseconds, when it has no months and no time zone comes with it.
-    v_period constant numeric := CASE WHEN p_time_zone IS NULL AND pg_catalog.isfinite(p_period)
-                                           AND pg_catalog.date_trunc('month', p_period) = interval '0'
-                                      THEN extract(epoch FROM p_period) * 1000000 END;
-    v_count integer;
-    v_key text;
-    i integer := 0;
-    l record;  -- ratelimit.limit_values, which is made after this function
-    r record;  -- ratelimit.state_decision
-    v_decisions ratelimit.decision[] := '{}';
 BEGIN
-    IF p_keys IS NULL THEN
-        RAISE EXCEPTION 'p_keys must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.array_ndims(p_keys) > 1 THEN
-        RAISE EXCEPTION 'p_keys must be a one-dimensional array' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    v_count := coalesce(pg_catalog.array_length(p_keys, 1), 0);
-    IF v_count < 1 OR v_count > 10000 THEN
-        RAISE EXCEPTION 'p_keys must have 1 to 10000 elements (got %)', v_count USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    FOREACH v_key IN ARRAY p_keys LOOP
-        i := i + 1;
-        IF v_key IS NULL OR pg_catalog.octet_length(v_key) NOT BETWEEN 1 AND 256 THEN
-            PERFORM ratelimit.refuse_key('p_keys[' || i || ']', v_key);
-        END IF;
-    END LOOP;
-    IF v_period BETWEEN 1000 AND 31536000000000 AND extract(day FROM p_period) BETWEEN -106751991 AND 106751991
-       AND p_limit > 0 AND p_cost >= 0 AND v_algorithm IS NOT NULL AND p_engine IN ('table', 'unlogged')
-       AND (p_burst IS NULL OR (v_algorithm >= 5 AND p_burst > 0
-                                AND p_burst::numeric * v_period <= p_limit::numeric * 31536000000000))
-       AND v_now BETWEEN 0 AND 253402300800000000
-       AND pg_catalog.current_setting('transaction_read_only') = 'off' THEN
-        l := ROW(v_algorithm, p_limit, v_period, coalesce(p_burst, p_limit), 0, 0, 0, 0, NULL)::ratelimit.limit_values;
-    ELSE
-        l := ratelimit.native_limit('ratelimit.consume_many()', NULL, p_limit, p_period, p_cost, p_algorithm, p_engine,
-                                    p_burst, p_time_zone, NULL, v_now);
-    END IF;
-    FOREACH v_key IN ARRAY p_keys LOOP
-        r := ratelimit.key_apply(p_engine, '', v_key, l.algorithm, l."limit", l.period, l.burst, l.window_start,
-                                 l.window_end, l.max_delay, p_cost, 0::smallint, v_now);
-        v_decisions := v_decisions || ROW(r.allowed, r."limit", r.remaining,
-            CASE WHEN r.never THEN NULL WHEN r.retry_after <= 0 THEN 0 ELSE (r.retry_after + 999) / 1000 END,
-            CASE WHEN r.reset_after <= 0 THEN 0 ELSE (r.reset_after + 999) / 1000 END)::ratelimit.decision;
-    END LOOP;
-    RETURN v_decisions;
+    RETURN ratelimit.native_many('ratelimit.consume_many()', 0::smallint, p_keys, p_limit, p_period, p_cost,
+                                 p_algorithm, p_engine, p_burst, p_time_zone);
 END
 $$;
 -- @end ratelimit_consume_many
@@ -401,55 +354,9 @@ $$;
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_now constant bigint := (extract(epoch FROM ratelimit.clock_now()) * 1000000)::bigint;
-    v_algorithm constant smallint := CASE p_algorithm WHEN 'fixed_window' THEN 1 WHEN 'rolling_window' THEN 2
-        WHEN 'sliding_window' THEN 3 WHEN 'sliding_window_counter' THEN 4 WHEN 'token_bucket' THEN 5 WHEN 'gcra' THEN 6 END;
-    -- p_period in microseconds, when it has no months and no time zone comes with it.
-    v_period constant numeric := CASE WHEN p_time_zone IS NULL AND pg_catalog.isfinite(p_period)
-                                           AND pg_catalog.date_trunc('month', p_period) = interval '0'
-                                      THEN extract(epoch FROM p_period) * 1000000 END;
-    v_count integer;
-    v_key text;
-    i integer := 0;
-    l record;  -- ratelimit.limit_values, which is made after this function
-    r record;  -- ratelimit.state_decision
-    v_decisions ratelimit.decision[] := '{}';
 BEGIN
-    IF p_keys IS NULL THEN
-        RAISE EXCEPTION 'p_keys must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF pg_catalog.array_ndims(p_keys) > 1 THEN
-        RAISE EXCEPTION 'p_keys must be a one-dimensional array' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    v_count := coalesce(pg_catalog.array_length(p_keys, 1), 0);
-    IF v_count < 1 OR v_count > 10000 THEN
-        RAISE EXCEPTION 'p_keys must have 1 to 10000 elements (got %)', v_count USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    FOREACH v_key IN ARRAY p_keys LOOP
-        i := i + 1;
-        IF v_key IS NULL OR pg_catalog.octet_length(v_key) NOT BETWEEN 1 AND 256 THEN
-            PERFORM ratelimit.refuse_key('p_keys[' || i || ']', v_key);
-        END IF;
-    END LOOP;
-    IF v_period BETWEEN 1000 AND 31536000000000 AND extract(day FROM p_period) BETWEEN -106751991 AND 106751991
-       AND p_limit > 0 AND p_cost >= 0 AND v_algorithm IS NOT NULL AND p_engine IN ('table', 'unlogged')
-       AND (p_burst IS NULL OR (v_algorithm >= 5 AND p_burst > 0
-                                AND p_burst::numeric * v_period <= p_limit::numeric * 31536000000000))
-       AND v_now BETWEEN 0 AND 253402300800000000 THEN
-        l := ROW(v_algorithm, p_limit, v_period, coalesce(p_burst, p_limit), 0, 0, 0, 0, NULL)::ratelimit.limit_values;
-    ELSE
-        l := ratelimit.native_limit('ratelimit.peek_many()', NULL, p_limit, p_period, p_cost, p_algorithm, p_engine,
-                                    p_burst, p_time_zone, NULL, v_now);
-    END IF;
-    FOREACH v_key IN ARRAY p_keys LOOP
-        r := ratelimit.key_apply(p_engine, '', v_key, l.algorithm, l."limit", l.period, l.burst, l.window_start,
-                                 l.window_end, l.max_delay, p_cost, 1::smallint, v_now);
-        v_decisions := v_decisions || ROW(r.allowed, r."limit", r.remaining,
-            CASE WHEN r.never THEN NULL WHEN r.retry_after <= 0 THEN 0 ELSE (r.retry_after + 999) / 1000 END,
-            CASE WHEN r.reset_after <= 0 THEN 0 ELSE (r.reset_after + 999) / 1000 END)::ratelimit.decision;
-    END LOOP;
-    RETURN v_decisions;
+    RETURN ratelimit.native_many('ratelimit.peek_many()', 1::smallint, p_keys, p_limit, p_period, p_cost,
+                                 p_algorithm, p_engine, p_burst, p_time_zone);
 END
 $$;
 -- @end ratelimit_peek_many
