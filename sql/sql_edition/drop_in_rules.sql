@@ -2,7 +2,9 @@
 -- sql/sql_edition/bodies/<app>.sql), as the C edition's src/pg/drop_ins/drop_in_rules.cpp keeps
 -- them: the limit a call enforces (the policy of its name, the settings), who the caller is, and
 -- a window's count on the unlogged engine (ratelimit.dropin_engine). Called by the drop-ins only,
--- which run as ratelimit's owner (SECURITY DEFINER): granted to nobody.
+-- which run as ratelimit's owner (SECURITY DEFINER) with search_path pinned: granted to nobody,
+-- they pin nothing themselves (a SET clause costs every call a save and restore of the setting,
+-- and a SQL function with one is planned again at each call).
 --
 -- The settings are the C library's. Where it is not loaded they are plain names that any role
 -- can set, and are read as the library would read them: the C edition's default when unset (or
@@ -19,7 +21,6 @@ CREATE FUNCTION ratelimit.drop_in_limit(p_arguments text[], p_prefix text, p_nam
                                         p_caller_window integer,
                                         OUT enforced_limit bigint, OUT window_micros bigint)
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     policy_name constant text := p_prefix || p_name;
@@ -37,10 +38,14 @@ BEGIN
             RAISE EXCEPTION 'ratelimit.dropin_require_policy must be a boolean (got "%")', pg_catalog.left(setting, 64)
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        IF setting ~* '^(t|tr|tru|true|y|ye|yes|on|1)$' AND NOT ratelimit.drop_in_trusted_caller() THEN
-            RAISE EXCEPTION '% has no policy %: ratelimit.dropin_require_policy refuses limits chosen by the caller',
-                p_arguments[1], policy_name
-                USING ERRCODE = 'insufficient_privilege';
+        -- Nested, so that the caller is looked up only when the setting asks (an AND whose
+        -- first operand is NULL evaluates the second).
+        IF setting ~* '^(t|tr|tru|true|y|ye|yes|on|1)$' THEN
+            IF NOT ratelimit.drop_in_trusted_caller() THEN
+                RAISE EXCEPTION '% has no policy %: ratelimit.dropin_require_policy refuses limits chosen by the caller',
+                    p_arguments[1], policy_name
+                    USING ERRCODE = 'insufficient_privilege';
+            END IF;
         END IF;
         enforced_limit := p_caller_limit;
         window_micros := p_caller_window::bigint * p_unit;
@@ -90,7 +95,6 @@ $$;
 CREATE FUNCTION ratelimit.drop_in_session_role()
 RETURNS name
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN pg_catalog.current_setting('role') = 'none' THEN pg_catalog.session_user()
                 ELSE pg_catalog.current_setting('role')::name END
@@ -98,15 +102,16 @@ $$;
 
 -- service_role, a superuser or the drop-ins' owner (current_user, under their SECURITY DEFINER),
 -- judged by the session's role, so that a SECURITY DEFINER function in between lends nothing.
+-- PL/pgSQL, so that its query is planned once a session.
 CREATE FUNCTION ratelimit.drop_in_trusted_caller()
 RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE
 AS $$
-    SELECT COALESCE(r.rolname = 'service_role' OR r.rolsuper OR r.rolname = pg_catalog.current_user(),
-                    false)
-    FROM (SELECT ratelimit.drop_in_session_role() AS name) AS s
-    LEFT JOIN pg_catalog.pg_roles r ON r.rolname = s.name
+BEGIN
+    RETURN COALESCE((SELECT r.rolname = 'service_role' OR r.rolsuper OR r.rolname = pg_catalog.current_user()
+                     FROM pg_catalog.pg_roles r WHERE r.rolname = ratelimit.drop_in_session_role()),
+                    false);
+END
 $$;
 
 -- Whether the session's role is one of ratelimit.jwt_roles (a list of role names, as
@@ -114,7 +119,6 @@ $$;
 CREATE FUNCTION ratelimit.drop_in_jwt_role()
 RETURNS boolean
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     roles constant text :=
@@ -122,6 +126,9 @@ DECLARE
     role_name constant text := ratelimit.drop_in_session_role();
     item text;
 BEGIN
+    IF roles = 'anon,authenticated' THEN
+        RETURN role_name IN ('anon', 'authenticated');
+    END IF;
     -- Each name trimmed, then unquoted ("" is a quote inside quotes) or folded to lower case, as
     -- PostgreSQL reads such a list.
     FOR item IN
@@ -146,12 +153,15 @@ $$;
 CREATE FUNCTION ratelimit.drop_in_caller()
 RETURNS uuid
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     claims constant text := pg_catalog.current_setting('request.jwt.claims', true);
     sub text;
 BEGIN
+    -- Outside a request, jwt_subject() has nothing to read.
+    IF COALESCE(claims, '') = '' AND COALESCE(pg_catalog.current_setting('request.jwt.claim.sub', true), '') = '' THEN
+        RETURN NULL;
+    END IF;
     -- Before PostgreSQL 16 jwt_subject() lets the JSON parser's own error through for claims
     -- that are not JSON (it may run in a parallel worker, where no error can be caught): the
     -- drop-ins, which never run there, raise the C edition's error instead.
@@ -186,7 +196,6 @@ CREATE FUNCTION ratelimit.drop_in_require_may_act_on(p_argument text, p_user uui
                                                      p_jwt_role boolean)
 RETURNS void
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_sub IS NOT NULL THEN
@@ -208,7 +217,6 @@ $$;
 CREATE FUNCTION ratelimit.drop_in_engine()
 RETURNS text
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     engine constant text :=
@@ -233,7 +241,6 @@ $$;
 CREATE FUNCTION ratelimit.drop_in_require_writable(p_function text)
 RETURNS void
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN
@@ -254,7 +261,6 @@ CREATE FUNCTION ratelimit.drop_in_count_in_window(p_function text, p_engine text
                                                   p_end_inclusive boolean, p_increment integer,
                                                   OUT counted bigint, OUT window_end bigint)
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     ceiling constant integer := 2147483647;
@@ -292,7 +298,6 @@ CREATE FUNCTION ratelimit.drop_in_buckets_on_engine(p_function text, p_engine te
                                                     p_cost integer, OUT fits boolean[],
                                                     OUT counts bigint[], OUT retries bigint[])
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     space constant text := 'drop-in/rate_limit_buckets';

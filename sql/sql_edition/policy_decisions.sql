@@ -16,7 +16,10 @@
 -- a denial is logged in the caller's transaction, so one that rolls back, or that a read-only
 -- transaction makes, is not logged. The calls are SECURITY DEFINER (they write the counters and
 -- the log), so a policy's lookups run as ratelimit's owner, with search_path pg_catalog, pg_temp,
--- where the C edition runs them as the caller.
+-- where the C edition runs them as the caller. The functions here are granted to nobody and run
+-- only inside those calls, which pin search_path for them: they pin nothing and lend no rights
+-- themselves, since a SET clause or a SECURITY DEFINER costs every call a save and restore of the
+-- settings, and a SQL function with one is planned again at each call.
 --
 -- Every step here is a PL/pgSQL statement whose expressions PostgreSQL prepares again in each
 -- transaction: the hot path keeps them few.
@@ -104,7 +107,6 @@ CREATE TYPE ratelimit.policy_outcome AS (
 CREATE FUNCTION ratelimit.policy_partition_key(p_secret bytea, p_policy text, p_subject text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- The name, a NUL (which text cannot hold: set in place of the space) and the subject.
@@ -198,7 +200,6 @@ $$;
 CREATE FUNCTION ratelimit.policy_sf_string(p_text text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     bytes bytea;
@@ -227,7 +228,6 @@ $$;
 CREATE FUNCTION ratelimit.policy_describe_period(p_ms bigint)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RETURN CASE WHEN p_ms % 86400000 = 0 THEN CASE WHEN p_ms = 86400000 THEN 'day' ELSE (p_ms / 86400000) || ' days' END
@@ -245,7 +245,6 @@ $$;
 CREATE FUNCTION ratelimit.policy_iso8601(p_at bigint)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     days bigint;
@@ -299,7 +298,6 @@ CREATE FUNCTION ratelimit.policy_http_headers(
     p_unit text, p_partition_key text, p_other_policies text, p_other_fields text, p_unix boolean)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     remaining constant bigint := GREATEST(coalesce(p_remaining, 0), 0);
@@ -365,7 +363,6 @@ CREATE FUNCTION ratelimit.policy_http_body(
     p_period_ms bigint, p_cost bigint, p_reason text, p_violated text[], p_shape text)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     retry_seconds bigint;
@@ -433,7 +430,6 @@ $$;
 CREATE FUNCTION ratelimit.policy_instant(p_at timestamptz)
 RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT CASE WHEN p_at = 'infinity' THEN -9222425352054775809
                 WHEN p_at = '-infinity' THEN -9222425352054775808
@@ -445,7 +441,6 @@ $$;
 CREATE FUNCTION ratelimit.policy_key_argument(p_key text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_key IS NULL THEN
@@ -466,7 +461,6 @@ $$;
 CREATE FUNCTION ratelimit.policy_require_writable(p_function text)
 RETURNS void
 LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN
@@ -480,7 +474,6 @@ $$;
 CREATE FUNCTION ratelimit.policy_require_engine(p_argument text, p_policy text, p_engine text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_engine = 'memory' THEN
@@ -503,7 +496,6 @@ CREATE FUNCTION ratelimit.policy_plan(
     p_policies_argument text, p_keys_argument text, p_scalar boolean)
 RETURNS ratelimit.policy_plan
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     plan ratelimit.policy_plan;
@@ -872,7 +864,6 @@ $$;
 CREATE FUNCTION ratelimit.policy_setting(p_name text)
 RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$ SELECT NULLIF(pg_catalog.btrim(pg_catalog.current_setting(p_name, true)), '') $$;
 
 -- Logs the denial of p_request, decided under its limit with the wait p_retry_after_ms, as the C
@@ -885,8 +876,6 @@ CREATE FUNCTION ratelimit.policy_log_denial(
     p_caller_ip inet, p_now timestamptz)
 RETURNS void
 LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     size_setting constant text := ratelimit.policy_setting('ratelimit.denial_log_size');
@@ -989,8 +978,6 @@ CREATE FUNCTION ratelimit.policy_decide(
     p_reset_format text DEFAULT NULL, p_body_shape text DEFAULT NULL)
 RETURNS ratelimit.policy_outcome
 LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     requests ratelimit.policy_request[] := p_plan.requests;
@@ -1307,8 +1294,6 @@ CREATE FUNCTION ratelimit.policy_fast(
     p_reset_format text DEFAULT NULL, p_body_shape text DEFAULT NULL)
 RETURNS ratelimit.policy_outcome
 LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     subject constant text := p_keys[1];
@@ -1400,7 +1385,6 @@ $$;
 CREATE FUNCTION ratelimit.policy_claims_within_depth(p_claims jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     shape text := pg_catalog.regexp_replace(
@@ -1421,8 +1405,6 @@ CREATE FUNCTION ratelimit.policy_check_many(p_policy text, p_subjects text[], p_
                                             p_ip inet, p_user uuid)
 RETURNS ratelimit.policy_decision[]
 LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     decided_at constant timestamptz := ratelimit.clock_now();

@@ -6,7 +6,7 @@
 -- same signature is taken over only when asked; declared again and dropped cleanly.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION ratelimit;
+\ir install_edition.psql
 
 SELECT plan(44);
 

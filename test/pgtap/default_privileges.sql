@@ -18,17 +18,38 @@ ALTER DEFAULT PRIVILEGES GRANT ALL ON SCHEMAS TO anon, authenticated, PUBLIC;
 SELECT plan(14);
 
 -- Every privilege the role holds (directly or through PUBLIC) on every member of ratelimit and
--- of the drop-in extensions.
+-- of the drop-in extensions, of either edition. The SQL edition's plain files make the same
+-- objects as members of no extension: the schema ratelimit and what is in it, and the drop-ins'
+-- tables and functions, which their comments name as ratelimit's.
 CREATE FUNCTION pg_temp.reached(role_name text)
 RETURNS TABLE(item text)
 LANGUAGE sql AS $$
-    WITH members AS (
-        SELECT d.classid, d.objid, pg_describe_object(d.classid, d.objid, 0) AS object
+    WITH member_ids AS (
+        SELECT d.classid, d.objid
         FROM pg_depend d
         WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
           AND d.refobjid IN (SELECT oid FROM pg_extension
                              WHERE extname IN ('ratelimit', 'ratelimit_rpc_limits', 'ratelimit_endpoint_limits',
-                                               'ratelimit_sliding_window_limits')))
+                                               'ratelimit_sliding_window_limits', 'ratelimit_sql',
+                                               'ratelimit_sql_rpc_limits', 'ratelimit_sql_endpoint_limits',
+                                               'ratelimit_sql_sliding_window_limits'))
+        UNION
+        SELECT 'pg_namespace'::regclass, n.oid FROM pg_namespace n WHERE n.nspname = 'ratelimit'
+        UNION
+        SELECT 'pg_class'::regclass, c.oid
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE (n.nspname = 'ratelimit' AND c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S'))
+           OR (c.relkind = 'r' AND obj_description(c.oid, 'pg_class') LIKE 'ratelimit: %')
+        UNION
+        SELECT 'pg_proc'::regclass, p.oid
+        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname = 'ratelimit' OR obj_description(p.oid, 'pg_proc') LIKE 'ratelimit: %'
+        UNION
+        SELECT 'pg_type'::regclass, t.oid
+        FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+        WHERE n.nspname = 'ratelimit'),
+    members AS (
+        SELECT classid, objid, pg_describe_object(classid, objid, 0) AS object FROM member_ids)
     SELECT m.object || ' ' || k.privilege
     FROM members m
     JOIN pg_class c ON m.classid = 'pg_class'::regclass AND c.oid = m.objid AND c.relkind <> 'S'
@@ -83,11 +104,16 @@ INSERT INTO for_everyone VALUES
     ('type ratelimit.decision USAGE'),
     ('type ratelimit.policy_decision USAGE');
 
-CREATE EXTENSION ratelimit;
-CREATE EXTENSION ratelimit_rpc_limits;
-CREATE EXTENSION ratelimit_endpoint_limits;
-CREATE SCHEMA sliding_window;
-CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window;
+-- On the SQL edition, installed before this file under its owner's default privileges, which
+-- grant the same and service_role too (test/sql_edition/install.sh).
+\ir install_edition.psql
+\set drop_in rpc_limits
+\ir install_drop_in.psql
+\set drop_in endpoint_limits
+\ir install_drop_in.psql
+\set drop_in sliding_window_limits
+\set drop_in_schema sliding_window
+\ir install_drop_in.psql
 
 SELECT set_eq('SELECT item FROM pg_temp.reached(''public'')', 'SELECT item FROM for_everyone',
               'install: PUBLIC reaches only the functions and types for everyone');
@@ -157,7 +183,8 @@ RESET ROLE;
 -- The same after an update from 0.5.0 made under the same default privileges, and the drop-ins
 -- it leaves in place taken over by their apps' extensions (the per-RPC and endpoint limits'; the
 -- sliding window's extension goes into its own schema). An application role's own grant
--- survives it.
+-- survives it. The SQL edition has no version before 0.7.0 to update from.
+\if :c_edition
 DROP EXTENSION ratelimit_rpc_limits, ratelimit_endpoint_limits, ratelimit_sliding_window_limits, ratelimit;
 CREATE EXTENSION ratelimit VERSION '0.5.0';
 GRANT USAGE ON SCHEMA ratelimit TO anon, app_user;
@@ -190,6 +217,9 @@ SET LOCAL ROLE anon;
 SELECT throws_ok('TRUNCATE ratelimit.key_state', '42501', NULL,
                  'update: anon cannot truncate the state table');
 RESET ROLE;
+\else
+SELECT skip('the SQL edition has no 0.5.0 to update from', 6);
+\endif
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -8,13 +8,18 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir supabase_roles.psql
 
-CREATE EXTENSION ratelimit;
-CREATE EXTENSION ratelimit_rpc_limits;
-CREATE EXTENSION ratelimit_endpoint_limits;
-CREATE SCHEMA sliding_window;
-CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window;
+\ir install_edition.psql
+\set drop_in rpc_limits
+\ir install_drop_in.psql
+\set drop_in endpoint_limits
+\ir install_drop_in.psql
+\set drop_in sliding_window_limits
+\set drop_in_schema sliding_window
+\ir install_drop_in.psql
 
 SELECT plan(39);
+
+SELECT skip('the SQL edition has no memory engine', 6) WHERE NOT :memory_engine;
 
 SET LOCAL timezone = 'UTC';
 CREATE SCHEMA eng;
@@ -206,8 +211,10 @@ END
 $$;
 
 ------------------------------------------------------------------------------------------------
--- The setting.
+-- The setting. The SQL edition has no library to define it: the name is unset until a session
+-- sets it, to any value, as any role (docs/sql-edition.md, "What is not in it").
 ------------------------------------------------------------------------------------------------
+\if :c_edition
 SELECT is(current_setting('ratelimit.dropin_engine'), 'table', 'dropin_engine defaults to table');
 SELECT throws_ok($$SET LOCAL ratelimit.dropin_engine = 'redis'$$, '22023',
                  'invalid value for parameter "ratelimit.dropin_engine": "redis"', 'an unknown engine is refused');
@@ -236,6 +243,9 @@ SET LOCAL ROLE service_role;
 SELECT throws_ok($$SET LOCAL ratelimit.dropin_engine = 'memory'$$, '42501', NULL,
                  'service_role cannot change it either');
 RESET ROLE;
+\else
+SELECT skip('the SQL edition defines no settings: the default, the checks and the superuser-only changes of dropin_engine are the C edition''s', 13);
+\endif
 
 ------------------------------------------------------------------------------------------------
 -- The same calls, the same results.
@@ -256,17 +266,21 @@ SELECT ok((SELECT t -> 'rpc_rate_limits' IS NOT NULL AND t -> 'rate_limits' IS N
           'on table the calls write the apps'' tables');
 
 SELECT is(eng.rpc_calls('unlogged'), (SELECT rpc FROM eng.on_tables), 'check_rate_limit(p_rpc_name, ...) on unlogged');
-SELECT is(eng.rpc_calls('memory'), (SELECT rpc FROM eng.on_tables), 'check_rate_limit(p_rpc_name, ...) on memory');
+SELECT is(eng.rpc_calls('memory'), (SELECT rpc FROM eng.on_tables), 'check_rate_limit(p_rpc_name, ...) on memory')
+WHERE :memory_engine;
 SELECT is(eng.endpoint_calls('unlogged'), (SELECT endpoint FROM eng.on_tables), 'increment_rate_limit on unlogged');
-SELECT is(eng.endpoint_calls('memory'), (SELECT endpoint FROM eng.on_tables), 'increment_rate_limit on memory');
+SELECT is(eng.endpoint_calls('memory'), (SELECT endpoint FROM eng.on_tables), 'increment_rate_limit on memory')
+WHERE :memory_engine;
 SELECT is(eng.sliding_calls('unlogged', false), (SELECT sliding FROM eng.on_tables),
           'check_rate_limit(p_key, ...) and check_rate_limit_tiers on unlogged, limits up to 6');
 SELECT is(eng.sliding_calls('memory', false), (SELECT sliding FROM eng.on_tables),
-          'check_rate_limit(p_key, ...) and check_rate_limit_tiers on memory, limits up to 6');
+          'check_rate_limit(p_key, ...) and check_rate_limit_tiers on memory, limits up to 6')
+WHERE :memory_engine;
 SELECT is(eng.sliding_calls('unlogged', true), (SELECT sliding_big FROM eng.on_tables),
           'check_rate_limit(p_key, ...) and check_rate_limit_tiers on unlogged, limits above 6');
 SELECT is(eng.sliding_calls('memory', true), (SELECT sliding_big FROM eng.on_tables),
-          'check_rate_limit(p_key, ...) and check_rate_limit_tiers on memory, limits above 6');
+          'check_rate_limit(p_key, ...) and check_rate_limit_tiers on memory, limits above 6')
+WHERE :memory_engine;
 
 SELECT is(eng.app_tables(), (SELECT t FROM eng.tables_after),
           'on unlogged and memory the apps'' tables are not written');
@@ -284,14 +298,16 @@ SELECT throws_ok($$INSERT INTO ratelimit.policies (name, algorithm, "limit", per
                    VALUES ('drop-in/rpc_rate_limits', 'rolling_window', 1, '1 minute')$$, '22023', NULL,
                  'no policy can be named like a drop-in''s namespace');
 
--- A native key spelled like a drop-in's key is another counter.
+-- A native key spelled like a drop-in's key is another counter (on the memory engine; the SQL
+-- edition's is unlogged).
+SELECT CASE WHEN :memory_engine THEN 'memory' ELSE 'unlogged' END AS engine \gset
 SELECT is((SELECT array_agg(allowed) FROM (
               SELECT (ratelimit.consume((SELECT user_a || ':ns-' || token FROM eng.run), 1, '1 hour',
-                                        p_engine => 'memory')).allowed FROM generate_series(1, 2)) s),
-          '{t,f}', 'a native key "<user>:<rpc>" on memory is used up');
+                                        p_engine => :'engine')).allowed FROM generate_series(1, 2)) s),
+          '{t,f}', format('a native key "<user>:<rpc>" on %s is used up', :'engine'));
 SELECT eng.claims((SELECT user_a FROM eng.run));
-SELECT is(eng.outcome('memory', format('SELECT check_rate_limit(p_rpc_name => %L, p_max_calls => 1)',
-                                       'ns-' || (SELECT token FROM eng.run))),
+SELECT is(eng.outcome(:'engine', format('SELECT check_rate_limit(p_rpc_name => %L, p_max_calls => 1)',
+                                        'ns-' || (SELECT token FROM eng.run))),
           'true', 'the drop-in''s count of the same user and rpc is its own');
 SELECT eng.claims(NULL);
 
@@ -332,7 +348,8 @@ SELECT is(ARRAY(SELECT eng.outcome('unlogged', call) FROM eng.bad ORDER BY n),
           'bad input: the same errors on unlogged as on table');
 SELECT is(ARRAY(SELECT eng.outcome('memory', call) FROM eng.bad ORDER BY n),
           ARRAY(SELECT eng.outcome('table', call) FROM eng.bad ORDER BY n),
-          'bad input: the same errors on memory as on table');
+          'bad input: the same errors on memory as on table')
+WHERE :memory_engine;
 SELECT is(ARRAY(SELECT n FROM eng.bad WHERE eng.outcome('table', call) !~ '^(22004|22023|42501): ' ORDER BY n),
           '{}'::integer[], 'every bad call is an error naming its argument (22004, 22023 or 42501)');
 SELECT is(eng.app_tables(), (SELECT t FROM eng.tables_after), 'the bad calls wrote nothing');
@@ -423,7 +440,8 @@ SELECT is((SELECT outcomes FROM eng.rule_on_tables),
 SELECT is(eng.rule_outcomes('unlogged'), (SELECT outcomes FROM eng.rule_on_tables),
           'the same caller rule on unlogged');
 SELECT is(eng.rule_outcomes('memory'), (SELECT outcomes FROM eng.rule_on_tables),
-          'the same caller rule on memory');
+          'the same caller rule on memory')
+WHERE :memory_engine;
 SELECT is(current_user::text, 'postgres', 'back to the superuser');
 
 SELECT * FROM finish();

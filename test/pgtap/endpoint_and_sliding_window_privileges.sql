@@ -7,22 +7,23 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir supabase_roles.psql
 
-CREATE EXTENSION ratelimit;
-CREATE EXTENSION ratelimit_endpoint_limits;
-CREATE SCHEMA sliding_window;
-CREATE EXTENSION ratelimit_sliding_window_limits SCHEMA sliding_window;
+\ir install_edition.psql
+\set drop_in endpoint_limits
+\ir install_drop_in.psql
+\set drop_in sliding_window_limits
+\set drop_in_schema sliding_window
+\ir install_drop_in.psql
 -- Every role reaches the schema, as it does public: what refuses a call below is the function's
 -- own privilege.
 GRANT USAGE ON SCHEMA sliding_window TO PUBLIC;
 
 SELECT plan(26);
 
--- Every SECURITY DEFINER function of the extensions pins its search_path.
+-- Every SECURITY DEFINER function of ratelimit and of the drop-ins (each of theirs says so in
+-- its comment) pins its search_path.
 SELECT is((SELECT array_agg(p.oid::regprocedure::text ORDER BY 1) FROM pg_proc p
-           JOIN pg_depend d ON d.objid = p.oid AND d.classid = 'pg_proc'::regclass AND d.deptype = 'e'
-           WHERE d.refobjid IN (SELECT oid FROM pg_extension
-                                WHERE extname IN ('ratelimit', 'ratelimit_rpc_limits', 'ratelimit_endpoint_limits',
-                                                  'ratelimit_sliding_window_limits'))
+           WHERE (p.pronamespace = 'ratelimit'::regnamespace
+                  OR obj_description(p.oid, 'pg_proc') LIKE 'ratelimit: %')
              AND p.prosecdef
              AND p.proconfig IS DISTINCT FROM ARRAY['search_path=pg_catalog, pg_temp']),
           NULL, 'no SECURITY DEFINER function without a pinned search_path');

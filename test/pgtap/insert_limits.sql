@@ -6,7 +6,7 @@
 -- keyed by the caller's sub, or an anonymous caller's address.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION ratelimit;
+\ir install_edition.psql
 
 SELECT plan(27);
 

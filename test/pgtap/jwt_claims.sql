@@ -4,8 +4,9 @@
 -- not a UUID, is an error naming the setting, never an anonymous caller.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION ratelimit;
-CREATE EXTENSION ratelimit_rpc_limits;
+\ir install_edition.psql
+\set drop_in rpc_limits
+\ir install_drop_in.psql
 
 SELECT plan(19);
 

@@ -5,13 +5,17 @@
 -- owned by a superuser or ratelimit's owner are taken.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
-CREATE EXTENSION ratelimit;
+\ir install_edition.psql
 
 SELECT plan(14);
 
 SET ratelimit.test_clock = '2026-03-01 10:00:00+00';
 CREATE TABLE public.profiles (id uuid PRIMARY KEY, tier text, created_at timestamptz NOT NULL);
 CREATE TABLE public.token_rates (user_id uuid PRIMARY KEY, per_hour integer);
+-- The SQL edition runs a policy's lookups as ratelimit's owner, not as the caller
+-- (docs/sql-edition.md, "What is not in it"): the owner reads the app's tables.
+SELECT format('GRANT SELECT ON public.profiles, public.token_rates TO %I', nspowner::regrole)
+FROM pg_namespace WHERE nspname = 'ratelimit' AND :'sql_edition'::boolean \gexec
 INSERT INTO ratelimit.tiers (name, multiplier) VALUES ('pro', 3), ('new_account', 0.5);
 INSERT INTO public.profiles VALUES
     ('00000000-0000-4000-8000-000000000001', 'pro', '2020-01-01'),

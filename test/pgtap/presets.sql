@@ -6,7 +6,7 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir supabase_roles.psql
 
-CREATE EXTENSION ratelimit;
+\ir install_edition.psql
 
 SELECT plan(44);
 

@@ -5,8 +5,9 @@ CREATE EXTENSION IF NOT EXISTS pgtap;
 
 \ir supabase_roles.psql
 
-CREATE EXTENSION ratelimit;
-CREATE EXTENSION ratelimit_rpc_limits;
+\ir install_edition.psql
+\set drop_in rpc_limits
+\ir install_drop_in.psql
 
 SELECT plan(31);
 

@@ -10,8 +10,13 @@
 #     recorded version, the same grants;
 #   - the migration over the plain file's install: stopped by the install's guard (42P06),
 #     naming the plain file, and nothing changed;
-#   - the pgTAP files of the native API (the list below) against each install, run by the
-#     superuser as the pgtap suite runs them on the C edition;
+#   - the pgTAP files of the native API and the policies (the lists below) against each install,
+#     run by the superuser as the pgtap suite runs them on the C edition; then each app's drop-ins
+#     installed beside it by the owner (ratelimit_sql_<app>, the way the edition was installed),
+#     and the drop-ins' pgTAP files against them;
+#   - the drop-ins' pg_regress tests (sql/<app>.sql) against each install, in a database of each
+#     app's: their output is expected/<app>.out, but for the errors of the two statements that
+#     create and drop the C edition's extension, which a database of the SQL edition refuses;
 #   - the concurrency suite's exactness tests of the native API against the plain file's install.
 # The grants are compared with the C edition's list in sql/install/privileges.sql, for every
 # object of the schema and each of anon, authenticated, service_role and a role with no grant
@@ -24,13 +29,28 @@ cd "$(dirname "$0")/../.."
 source scripts/tap.sh
 
 # The pgTAP files run against each install: each includes test/pgtap/install_edition.psql,
-# which uses the SQL edition it finds there and skips the memory engine's tests.
-pgtap_files=(native_api native_api_errors batch_calls calendar_periods delay limit_changes)
+# which uses the SQL edition it finds there and skips the tests of what only the C edition has
+# (the memory engine, the per-policy counters, the settings a library defines).
+pgtap_files=(native_api native_api_errors batch_calls calendar_periods delay limit_changes
+             policies policy_engine policy_delay policy_lookups penalties presets declared_limiters
+             insert_limits policy_privileges)
+# The drop-ins' pgTAP files, run once the apps' drop-ins are installed (each also includes
+# test/pgtap/install_drop_in.psql, which finds them there): the per-RPC and endpoint limits in
+# public, the sliding window's in the schema sliding_window, as the files have them.
+drop_in_pgtap_files=(jwt_claims rpc_limits_privileges endpoint_and_sliding_window_privileges
+                     drop_in_hardening drop_ins_on_engines default_privileges)
+# The apps' drop-ins (the Makefile's DROP_IN_APPS), each with a pg_regress test of its own
+# (sql/<app>.sql).
+drop_in_apps=(rpc_limits endpoint_limits sliding_window_limits)
 
 version="$(sed -n "s/^default_version = '\(.*\)'/\1/p" ratelimit.control)"
 make -s sql-edition >/dev/null || { echo "sql-edition: make sql-edition failed" >&2; exit 1; }
 migration="build/sql_edition/ratelimit_sql--$version.pg_tle.sql"
 plain="build/sql_edition/ratelimit_sql--$version.plain.sql"
+# drop_in_file APP pg_tle|plain: the file of ratelimit_sql_<APP> for that install.
+drop_in_file() {
+    echo "build/sql_edition/ratelimit_sql_$1--$version.$2.sql"
+}
 
 pg_tle=true
 pg_tle_status=0
@@ -176,11 +196,12 @@ snapshot() {
         FROM pg_type t WHERE t.typnamespace = 'ratelimit'::regnamespace) AS s(x)"
 }
 
-# pgtap_against DATABASE WHAT: every file of pgtap_files against the SQL edition in DATABASE.
+# pgtap_against DATABASE WHAT FILE...: each pgTAP file named against the SQL edition in DATABASE.
 pgtap_against() {
     local database="$1" what="$2" file log status
-    q -d "$database" "CREATE EXTENSION IF NOT EXISTS pgtap" >/dev/null
-    for file in "${pgtap_files[@]}"; do
+    shift 2
+    PGOPTIONS="-c client_min_messages=warning" q -d "$database" "CREATE EXTENSION IF NOT EXISTS pgtap" >/dev/null
+    for file in "$@"; do
         log="$CLUSTER_DIR/pgtap-$database-$file.log"
         status=0
         PGDATABASE="$database" pg_prove -Q "test/pgtap/$file.sql" >"$log" 2>&1 || status=$?
@@ -189,6 +210,103 @@ pgtap_against() {
             { grep -m1 'ERROR:' "$log" || true
               grep -E 'Failed tests?:|Parse errors:' "$log" | head -2 || true
             } | sed 's/^ */#   /'
+        fi
+    done
+}
+
+# install_edition DATABASE OWNER pg_tle|plain: the SQL edition in DATABASE, as OWNER, through
+# pg_tle (whose extension the superuser creates, as the platform does) or from the plain file.
+install_edition() {
+    local database="$1" owner="$2" how="$3"
+    if [ "$how" = pg_tle ]; then
+        q -d "$database" "CREATE EXTENSION IF NOT EXISTS pg_tle" >/dev/null 2>&1 &&
+            psql -X -q -1 -v ON_ERROR_STOP=1 -U "$owner" -d "$database" -f "$migration" >/dev/null 2>&1
+    else
+        psql -X -q -v ON_ERROR_STOP=1 -U "$owner" -d "$database" -f "$plain" >/dev/null 2>&1
+    fi
+}
+
+# install_drop_in DATABASE OWNER pg_tle|plain APP [SCHEMA]: ratelimit_sql_<APP> into SCHEMA
+# (public by default; another is made by OWNER first), as OWNER, as that install takes it: the
+# migration into the first schema of search_path, the plain file with -v schema=SCHEMA. Prints
+# its errors, if any.
+install_drop_in() {
+    local database="$1" owner="$2" how="$3" app="$4" schema="${5:-public}"
+    if [ "$schema" != public ]; then
+        q -U "$owner" -d "$database" "CREATE SCHEMA $schema" 2>&1 || return 1
+    fi
+    if [ "$how" = pg_tle ]; then
+        PGOPTIONS="-c search_path=$schema -c client_min_messages=warning" \
+            psql -X -q -1 -v ON_ERROR_STOP=1 -U "$owner" -d "$database" \
+            -f "$(drop_in_file "$app" pg_tle)" 2>&1 >/dev/null
+    else
+        PGOPTIONS="-c client_min_messages=warning" \
+            psql -X -q -v ON_ERROR_STOP=1 -v schema="$schema" -U "$owner" -d "$database" \
+            -f "$(drop_in_file "$app" plain)" 2>&1 >/dev/null
+    fi
+}
+
+# drop_ins_against DATABASE OWNER pg_tle|plain WHAT: the apps' drop-ins installed beside the SQL
+# edition in DATABASE, then the drop-ins' pgTAP files against them.
+drop_ins_against() {
+    local database="$1" owner="$2" how="$3" what="$4" app schema out status
+    for app in "${drop_in_apps[@]}"; do
+        # The sliding window's check_rate_limit would clash with the per-RPC one in public.
+        schema=public
+        [ "$app" != sliding_window_limits ] || schema=sliding_window
+        status=0
+        out="$(install_drop_in "$database" "$owner" "$how" "$app" "$schema")" || status=$?
+        ok "$status" "$what: ratelimit_sql_$app installed in schema $schema by the owner"
+        [ "$status" -eq 0 ] || sed 's/^/#   /' <<<"$out" | head -10
+    done
+    pgtap_against "$database" "$what, beside the apps' drop-ins" "${drop_in_pgtap_files[@]}"
+}
+
+# regress_against OWNER pg_tle|plain WHAT: each app's pg_regress test (sql/<app>.sql, after
+# sql/regress_setup.sql) in a database of its own holding the SQL edition, the app's drop-ins in
+# public and the test clock switched on, by OWNER. The test creates the C edition's
+# ratelimit_<app> CASCADE, which stops at the C edition's guard where the SQL edition is, and at
+# its end drops that extension, which is then not there: the output, those two errors taken out,
+# must be expected/<app>.out.
+regress_against() {
+    local owner="$1" how="$2" what="$3" app database out status
+    local pg_regress
+    pg_regress="$(pg_config --pkglibdir)/pgxs/src/test/regress/pg_regress"
+    for app in "${drop_in_apps[@]}"; do
+        database="regress_${how}_$app"
+        out="$CLUSTER_DIR/$database"
+        mkdir -p "$out"
+        status=0
+        { q "CREATE DATABASE $database OWNER $owner" &&
+            install_edition "$database" "$owner" "$how" &&
+            install_drop_in "$database" "$owner" "$how" "$app" &&
+            q -U "$owner" -d "$database" "SELECT ratelimit.use_test_clock(true)" >/dev/null
+        } >"$out/setup.log" 2>&1 || status=$?
+        if [ "$status" -eq 0 ]; then
+            "$pg_regress" --use-existing --dbname="$database" --inputdir=. --outputdir="$out" \
+                --bindir="$(pg_config --bindir)" regress_setup "$app" >"$out/pg_regress.log" 2>&1 || true
+            # The output without the lines each refused statement added (its error, and the
+            # error's HINT, DETAIL and CONTEXT; a NOTICE before it is the C edition's too), and
+            # those errors apart.
+            awk -v create="CREATE EXTENSION ratelimit_$app CASCADE;" \
+                -v drop="DROP EXTENSION ratelimit_$app, ratelimit;" -v refused="$out/$app.refused" '
+                $0 == create || $0 == drop { refusing = 1; print; next }
+                refusing && /^(ERROR|HINT|DETAIL|CONTEXT):  / { if (/^ERROR:  /) print > refused; next }
+                /^NOTICE:  / { print; next }
+                { refusing = 0; print }' \
+                "$out/results/$app.out" >"$out/$app.out" 2>&1 || status=$?
+            diff -w -U3 "expected/$app.out" "$out/$app.out" >"$out/$app.diff" 2>&1 || status=$?
+            case "$(cat "$out/$app.refused" 2>/dev/null)" in
+            "ERROR:  ratelimit cannot be installed in this database: the SQL edition of ratelimit ("*") is installed"$'\n'"ERROR:  extension \"ratelimit_$app\" does not exist") ;;
+            *)
+                [ "$status" -ne 0 ] || status=2
+                { echo "the refused statements' errors:"; cat "$out/$app.refused"; } >>"$out/$app.diff" 2>&1
+                ;;
+            esac
+        fi
+        ok "$status" "sql/$app.sql gives expected/$app.out against the SQL edition $what, but for refusing the C edition's CREATE and DROP EXTENSION"
+        if [ "$status" -ne 0 ]; then
+            cat "$out/setup.log" "$out/$app.diff" 2>/dev/null | head -30 | sed 's/^/#   /'
         fi
     done
 }
@@ -228,7 +346,9 @@ if [ "$pg_tle" = true ]; then
         "$version $version extension" "through pg_tle: reinstalled at $version, ratelimit.sql_edition says so"
     is "$(grant_differences sql_tle)" "" "through pg_tle: reinstalled with the C edition's grants"
 
-    pgtap_against sql_tle "through pg_tle"
+    pgtap_against sql_tle "through pg_tle" "${pgtap_files[@]}"
+    drop_ins_against sql_tle tle_owner pg_tle "through pg_tle"
+    regress_against tle_owner pg_tle "through pg_tle"
 
 else
     skip "the SQL edition through pg_tle" "$pg_tle_missing"
@@ -276,7 +396,9 @@ else
     skip "the migration over the plain file's install" "$pg_tle_missing"
 fi
 
-pgtap_against sql_plain "from the plain file"
+pgtap_against sql_plain "from the plain file" "${pgtap_files[@]}"
+drop_ins_against sql_plain plain_owner plain "from the plain file"
+regress_against plain_owner plain "from the plain file"
 
 # The concurrency suite's exactness tests of the native API (64 connections racing on one key
 # for every algorithm and both table engines, and on 10,000 keys), against the plain file's
