@@ -114,9 +114,9 @@ BEGIN
 END
 $$;
 
--- Whether the session's role is one of ratelimit.jwt_roles (a list of role names, as
--- search_path is written; anon,authenticated by default).
-CREATE FUNCTION ratelimit.drop_in_jwt_role()
+-- Whether the session's role is one of the names of ratelimit.jwt_roles when it is set (a list of
+-- role names, as search_path is written).
+CREATE FUNCTION ratelimit.drop_in_jwt_role_listed()
 RETURNS boolean
 LANGUAGE plpgsql STABLE
 AS $$
@@ -126,9 +126,6 @@ DECLARE
     role_name constant text := ratelimit.drop_in_session_role();
     item text;
 BEGIN
-    IF roles = 'anon,authenticated' THEN
-        RETURN role_name IN ('anon', 'authenticated');
-    END IF;
     -- Each name trimmed, then unquoted ("" is a quote inside quotes) or folded to lower case, as
     -- PostgreSQL reads such a list.
     FOR item IN
@@ -148,9 +145,22 @@ BEGIN
 END
 $$;
 
+-- Whether the session's role is one of ratelimit.jwt_roles (anon,authenticated by default). A
+-- SQL function of one expression, which PostgreSQL inlines into the caller's statement: the
+-- default list costs no call.
+CREATE FUNCTION ratelimit.drop_in_jwt_role()
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $$
+    SELECT CASE WHEN COALESCE(NULLIF(pg_catalog.current_setting('ratelimit.jwt_roles', true), ''), 'anon,authenticated')
+                     = 'anon,authenticated'
+                THEN ratelimit.drop_in_session_role() IN ('anon', 'authenticated')
+                ELSE ratelimit.drop_in_jwt_role_listed() END
+$$;
+
 -- The caller's user id: the JWT's sub as ratelimit.jwt_subject() finds it, which the apps' uuid
 -- columns need to be a UUID (8-4-4-4-12 or 32 hex digits, either case); NULL when anonymous.
-CREATE FUNCTION ratelimit.drop_in_caller()
+CREATE FUNCTION ratelimit.drop_in_caller_claimed()
 RETURNS uuid
 LANGUAGE plpgsql STABLE
 AS $$
@@ -158,10 +168,6 @@ DECLARE
     claims constant text := pg_catalog.current_setting('request.jwt.claims', true);
     sub text;
 BEGIN
-    -- Outside a request, jwt_subject() has nothing to read.
-    IF COALESCE(claims, '') = '' AND COALESCE(pg_catalog.current_setting('request.jwt.claim.sub', true), '') = '' THEN
-        RETURN NULL;
-    END IF;
     -- Before PostgreSQL 16 jwt_subject() lets the JSON parser's own error through for claims
     -- that are not JSON (it may run in a parallel worker, where no error can be caught): the
     -- drop-ins, which never run there, raise the C edition's error instead.
@@ -189,6 +195,18 @@ BEGIN
 END
 $$;
 
+-- The caller's user id (drop_in_caller_claimed): NULL outside a request, where jwt_subject() has
+-- nothing to read, without a call (inlined as drop_in_jwt_role is).
+CREATE FUNCTION ratelimit.drop_in_caller()
+RETURNS uuid
+LANGUAGE sql STABLE
+AS $$
+    SELECT CASE WHEN COALESCE(pg_catalog.current_setting('request.jwt.claims', true), '') = ''
+                     AND COALESCE(pg_catalog.current_setting('request.jwt.claim.sub', true), '') = ''
+                THEN NULL
+                ELSE ratelimit.drop_in_caller_claimed() END
+$$;
+
 -- Refuses p_user (as p_argument) unless the caller may act on it (ratelimit/identity.hpp): a
 -- caller with a sub (p_sub) only on its own id; a JWT role without one on none; other roles
 -- without a sub (service_role, server code) on any.
@@ -214,13 +232,12 @@ $$;
 
 -- Where the drop-ins keep their counts (ratelimit.dropin_engine): NULL for the apps' own tables
 -- (table, the default), or the engine. The memory engine is the C edition's only.
-CREATE FUNCTION ratelimit.drop_in_engine()
+CREATE FUNCTION ratelimit.drop_in_engine_named(p_engine text)
 RETURNS text
 LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
-    engine constant text :=
-        pg_catalog.lower(NULLIF(pg_catalog.current_setting('ratelimit.dropin_engine', true), ''));
+    engine constant text := pg_catalog.lower(p_engine);
 BEGIN
     IF engine IS NULL OR engine = 'table' THEN
         RETURN NULL;
@@ -234,6 +251,15 @@ BEGIN
     RAISE EXCEPTION 'ratelimit.dropin_engine must be table, unlogged or memory (got "%")', pg_catalog.left(engine, 64)
         USING ERRCODE = 'invalid_parameter_value';
 END
+$$;
+
+-- The default (unset, empty) answered inline, without a call (as drop_in_jwt_role is).
+CREATE FUNCTION ratelimit.drop_in_engine()
+RETURNS text
+LANGUAGE sql STABLE
+AS $$
+    SELECT CASE WHEN COALESCE(pg_catalog.current_setting('ratelimit.dropin_engine', true), '') = '' THEN NULL
+                ELSE ratelimit.drop_in_engine_named(pg_catalog.current_setting('ratelimit.dropin_engine', true)) END
 $$;
 
 -- The engines' tables are written by every call that decides on them: refused, as the C edition

@@ -62,12 +62,11 @@
 -- latest version whatever the isolation level): retry the transaction. SERIALIZABLE also takes
 -- predicate locks on what the statements read, which the C edition's reads do not.
 --
--- The functions here are granted to nobody (privileges.sql's list names none of them). The ones
--- the policy calls use (key_decide, key_decide_micros, key_block, key_reset, decide_tiers) are
--- SECURITY DEFINER with search_path pinned; the others run only inside such a caller or the
--- native API's functions, which pin it for them, and pin nothing themselves: a SET clause costs
--- every call a save and restore of the setting, and a decision makes several such calls. They
--- name every table and function with its schema.
+-- The functions here are granted to nobody (privileges.sql's list names none of them) and run
+-- only inside the calls of the native API, the policies and the drop-ins, which are SECURITY
+-- DEFINER with search_path pinned: they pin nothing and lend no rights themselves, since a SET
+-- clause or a SECURITY DEFINER costs every call a save and restore of the settings, and a
+-- decision makes several such calls. They name every table and function with its schema.
 
 -- A decision in microseconds: ratelimit.decision before its waits are rounded to milliseconds,
 -- with what the native API does not report. "limit" is the burst for token_bucket and gcra.
@@ -1542,8 +1541,7 @@ CREATE FUNCTION ratelimit.key_decide_micros(
     p_action text,
     p_now bigint)
 RETURNS ratelimit.key_decision
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     l ratelimit.limit_values;
@@ -1584,8 +1582,7 @@ CREATE FUNCTION ratelimit.key_decide(
     p_action text,
     p_now bigint)
 RETURNS ratelimit.decision
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     l ratelimit.limit_values;
@@ -1617,8 +1614,7 @@ $$;
 -- block's end. The row keeps its state and gets expires_at at least the block's end.
 CREATE FUNCTION ratelimit.key_block(p_engine text, p_space text, p_key text, p_until bigint, p_now bigint)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     v_locked boolean := false;
@@ -1697,8 +1693,7 @@ $$;
 -- waited for, and its latest version deleted.
 CREATE FUNCTION ratelimit.key_reset(p_engine text, p_space text, p_key text)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE
 AS $$
 BEGIN
     IF p_engine = 'table' THEN
@@ -1728,8 +1723,7 @@ CREATE FUNCTION ratelimit.decide_tiers(
     p_now bigint,
     OUT allowed boolean,
     OUT decisions ratelimit.key_decision[])
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     v_count constant integer := coalesce(pg_catalog.array_length(p_keys, 1), 0);
