@@ -7,7 +7,7 @@
 // With RATELIMIT_EDITION=sql the database holds the SQL edition from its plain file
 // (test/sql_edition/install.sh installs it), which is no extension to drop and create again: each
 // test starts from its state tables emptied instead, its clock switched to the test clock the
-// tests set. Only the native API's tests run so (the drop-ins are extensions of their own).
+// tests set, and the apps' drop-ins' tables emptied where install.sh installed them beside it.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -26,6 +26,11 @@ class FreshExtensionTest : public ::testing::Test {
         ASSERT_TRUE(setup_.connected()) << setup_.error_message();
         if (sql_edition()) {
             setup_.query("TRUNCATE ratelimit.key_state, ratelimit.key_state_unlogged");
+            // The apps' drop-ins, where install.sh installed them beside it.
+            setup_.query(
+                "DO $$ DECLARE t regclass; BEGIN FOREACH t IN ARRAY ARRAY[to_regclass('public.rpc_rate_limits'),"
+                " to_regclass('public.rate_limits'), to_regclass('sliding_window.rate_limit_buckets')] LOOP"
+                " IF t IS NOT NULL THEN EXECUTE format('TRUNCATE %s', t); END IF; END LOOP; END $$");
             setup_.query("SELECT ratelimit.use_test_clock(true)");
             return;
         }

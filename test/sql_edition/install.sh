@@ -401,13 +401,14 @@ drop_ins_against sql_plain plain_owner plain "from the plain file"
 regress_against plain_owner plain "from the plain file"
 
 # The concurrency suite's exactness tests of the native API (64 connections racing on one key
-# for every algorithm and both table engines, and on 10,000 keys), against the plain file's
-# install, which needs no pg_tle: the tests' fixture empties its state tables before each test.
+# for every algorithm and both table engines, and on 10,000 keys) and of the apps' drop-ins
+# (installed above beside it), against the plain file's install, which needs no pg_tle: the
+# tests' fixture empties the state tables and the drop-ins' tables before each test.
 status=0
 RATELIMIT_EDITION=sql PGDATABASE=sql_plain test/concurrency/concurrency_tests \
-    --gtest_filter='AllAlgorithmsAndEngines/NativeOneKey.*:BothEngines/NativeManyKeys.*' \
+    --gtest_filter='AllAlgorithmsAndEngines/NativeOneKey.*:BothEngines/NativeManyKeys.*:RpcLimitsConcurrency.*:EndpointLimitsConcurrency.*:SlidingWindowLimitsConcurrency.*' \
     >"$CLUSTER_DIR/concurrency.out" 2>&1 || status=$?
-ok "$status" "the concurrency suite's exactness tests of the native API pass on the SQL edition ($(
+ok "$status" "the concurrency suite's exactness tests of the native API and the apps' drop-ins pass on the SQL edition ($(
     grep -o '\[  PASSED  \] [0-9]* tests' "$CLUSTER_DIR/concurrency.out" | tail -1 | sed 's/\[  PASSED  \] //') passed)"
 [ "$status" -eq 0 ] || grep -E '^\[  FAILED  \]|Failure|rror' "$CLUSTER_DIR/concurrency.out" | head -20 | sed 's/^/#   /'
 
