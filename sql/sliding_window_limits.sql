@@ -95,5 +95,16 @@ SET ratelimit.test_clock = '2025-10-28 15:00:00+00';
 SELECT cleanup_old_rate_limit_buckets() AS deleted;
 SELECT count(*) AS buckets_left FROM rate_limit_buckets;
 
+-- Buckets counted at the largest limit in two seconds, then summed under a longer window: the
+-- count stops at 2^31 - 1, as the other apps' counts do, and the call is denied.
+SET ratelimit.test_clock = '2025-10-28 16:00:00+00';
+SELECT * FROM check_rate_limit('huge', 2147483647, 1, 2147483647);
+SELECT * FROM check_rate_limit('global', 2147483647, 1, 2147483647);
+SET ratelimit.test_clock = '2025-10-28 16:00:01+00';
+SELECT * FROM check_rate_limit('huge', 2147483647, 1, 2147483647);
+SELECT * FROM check_rate_limit('global', 2147483647, 1, 2147483647);
+SELECT * FROM check_rate_limit('huge', 5, 60, 1);
+SELECT * FROM check_rate_limit_tiers('1.2.3.4', 'a@b.c');
+
 RESET ratelimit.test_clock;
 DROP EXTENSION ratelimit_sliding_window_limits, ratelimit;

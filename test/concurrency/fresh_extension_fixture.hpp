@@ -28,9 +28,12 @@ class FreshExtensionTest : public ::testing::Test {
             setup_.query("TRUNCATE ratelimit.key_state, ratelimit.key_state_unlogged");
             // The apps' drop-ins, where install.sh installed them beside it.
             setup_.query(
-                "DO $$ DECLARE t regclass; BEGIN FOREACH t IN ARRAY ARRAY[to_regclass('public.rpc_rate_limits'),"
-                " to_regclass('public.rate_limits'), to_regclass('sliding_window.rate_limit_buckets')] LOOP"
-                " IF t IS NOT NULL THEN EXECUTE format('TRUNCATE %s', t); END IF; END LOOP; END $$");
+                "DO $$ DECLARE t regclass; BEGIN FOREACH t IN ARRAY "
+                "ARRAY[to_regclass('public.rpc_rate_limits'),"
+                " to_regclass('public.rate_limits'), "
+                "to_regclass('sliding_window.rate_limit_buckets')] LOOP"
+                " IF t IS NOT NULL THEN EXECUTE format('TRUNCATE %s', t); END IF; END LOOP; END "
+                "$$");
             setup_.query("SELECT ratelimit.use_test_clock(true)");
             return;
         }

@@ -1,13 +1,24 @@
-// The SQL edition decides exactly as the C edition: random calls of the native API and of the
-// policy API (with writes to the policy tables), each made alike in a database with the C
-// edition (extension ratelimit) and in one with the SQL edition (ratelimit_sql), on the same
-// frozen clock (ratelimit.test_clock). Both must give the same answer (the same result text, or
-// the same SQLSTATE and primary message) and leave the same state rows for the keys the call
-// named (for a policy call: its policies' namespaces and their newest denial log rows); the
-// whole state tables and the denial log are compared every few thousand calls and at the end.
-// test/sql_edition/differential.sh makes the two databases and runs it:
+// The SQL edition decides exactly as the C edition: random calls of the native API, of the
+// policy API (with writes to the policy tables) and of the three apps' drop-ins, each made alike
+// in a database with the C edition (extension ratelimit) and in one with the SQL edition
+// (ratelimit_sql), on the same frozen clock (ratelimit.test_clock). Both must give the same answer
+// (the same result text, or the same SQLSTATE and primary message) and leave the same state rows
+// for the keys the call named (for a policy call: its policies' namespaces and their newest
+// denial log rows; for a drop-in: the app's rows of the call's keys); the whole state tables, the
+// apps' tables and the denial log are compared every few thousand calls and at the end.
+// test/sql_edition/differential.sh makes the databases and runs it:
 //
-//   differential_test C_EDITION_CONNINFO SQL_EDITION_CONNINFO
+//   differential_test C_EDITION_CONNINFO SQL_EDITION_CONNINFO [APP C_CONNINFO SQL_CONNINFO]...
+//
+// The first pair has the editions alone, for the native and policy calls. A database gets only
+// one app's drop-ins (rpc_limits' and sliding_window_limits' check_rate_limit share a name), so
+// each APP (rpc_limits, endpoint_limits, sliding_window_limits) has a pair of its own: the C
+// edition with ratelimit_<APP>, the SQL edition with ratelimit_sql_<APP>. An app not given is
+// not called. A drop-in call is made in the session PostgREST would leave: the request's JWT
+// (request.jwt.claims, request.jwt.claim.sub), the drop-ins' superuser settings
+// (ratelimit.dropin_engine, dropin_require_policy, dropin_caller_limits, jwt_roles), the
+// transactions' isolation and read-only default, and the API role it runs as (SET ROLE anon,
+// authenticated or service_role, or none).
 //
 // DIFFERENTIAL_STEPS calls are made (100000 by default). Each run prints its seed, and the calls
 // depend on the seed alone (never on an answer), so DIFFERENTIAL_SEED replays a run exactly.
@@ -16,7 +27,7 @@
 // joins the test as one more generator function there. A generator may also start a scenario,
 // calls queued to run in order on a fresh key with the clock moved exactly (window edges, delay
 // queues, daylight saving at midnight). Every call goes through run_step, which runs it on both
-// editions and compares.
+// editions of its pair and compares.
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -28,6 +39,7 @@
 #include <deque>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -397,8 +409,17 @@ struct Call {
     std::vector<std::string> policies;
     std::vector<std::string> keys;  // whose state rows are compared after the call
     bool memory = false;            // on the memory engine: the SQL edition refuses it (0A000)
-    Micros period = 0;              // the clock may move by exactly this before the call
-    std::string clock;              // a clock of the call's own ("": the run's)
+    // A drop-in call: the app whose databases it is made in ("": the editions alone), the
+    // session settings it is made with (set before it when they differ from the step before's),
+    // the role it is made as (SET ROLE before it and RESET after, "": the connection's own), and
+    // the query of the state rows compared after it, with its parameters.
+    std::string app;
+    std::vector<std::pair<std::string, std::string>> settings;
+    std::string role;
+    std::string state_sql;
+    std::vector<Value> state_params;
+    Micros period = 0;  // the clock may move by exactly this before the call
+    std::string clock;  // a clock of the call's own ("": the run's)
     // How the run's clock moves before the call: at random (Context::move_clock), or, in a
     // scenario, to the instant `at`, or to the next multiple of `align` (when not 0) and then
     // by exactly `move`.
@@ -424,10 +445,11 @@ Argument defaulted(const std::string& name, const std::string& type, Value value
     return Argument{name, type, std::move(value), true, std::move(fallback)};
 }
 
-// Writes the call of ratelimit.<call.function>, the values as parameters: positional, or (one
-// call in four) by name in a shuffled order. An argument at its default is sometimes left out,
-// so that the editions' defaults are compared too.
-void write_call(Random& random, Call& call, const std::vector<Argument>& arguments) {
+// Writes the call of ratelimit.<call.function> (or of `head` followed by the function's name),
+// the values as parameters: positional, or (one call in four) by name in a shuffled order. An
+// argument at its default is sometimes left out, so that the editions' defaults are compared too.
+void write_call(Random& random, Call& call, const std::vector<Argument>& arguments,
+                const std::string& head = "SELECT ratelimit.") {
     const auto omissible = [](const Argument& argument) {
         return argument.has_default && argument.value == argument.fallback;
     };
@@ -450,7 +472,7 @@ void write_call(Random& random, Call& call, const std::vector<Argument>& argumen
         for (std::size_t i = 0; i < count; ++i)
             given.push_back(&arguments[i]);
     }
-    call.sql = "SELECT ratelimit." + call.function + "(";
+    call.sql = head + call.function + "(";
     for (std::size_t i = 0; i < given.size(); ++i) {
         if (i > 0)
             call.sql += ", ";
@@ -770,6 +792,37 @@ Profile steady_profile(Random& random, const std::string& algorithm) {
     return profile;
 }
 
+// A request's JWT as PostgREST leaves it in the session, and the caller the drop-ins take from
+// it.
+struct Jwt {
+    std::string claims;     // request.jwt.claims ("": none)
+    std::string claim_sub;  // request.jwt.claim.sub, which wins when set ("": none)
+    std::string user;       // the caller's user id, as the app's tables write it ("": none)
+    // No caller and no error: check_rate_limit allows without counting (the apps' fail-open).
+    bool anonymous = true;
+};
+
+// The drop-ins' settings in an app's sessions: the request's JWT, and the superuser settings,
+// which last for many calls as a server's configuration does.
+struct DropInSession {
+    Jwt jwt;
+    std::string engine = "table";
+    std::string require_policy = "off";
+    std::string caller_limits = "ignore";
+    std::string jwt_roles = "anon,authenticated";
+    // The transactions the calls run in: the sliding window's buckets need READ COMMITTED, and
+    // every drop-in writes.
+    std::string isolation = "read committed";
+    std::string read_only = "off";
+};
+
+// A drop-in's policy (rpc.<name>, endpoint.<name>) as the test last wrote it: its limit, and its
+// period's length as the drop-ins read it (a calendar day, week or month as 1, 7 or 31 days).
+struct DropInPolicy {
+    std::int64_t limit = 1;
+    Micros length = 0;
+};
+
 class Context {
   public:
     Context(std::uint64_t seed, Midnights midnights)
@@ -795,7 +848,11 @@ class Context {
     const Midnights midnights;
     std::vector<PoolKey> keys;
     Micros clock = 0;
-    std::deque<Call> queued;  // a scenario's calls still to make
+    std::deque<Call> queued;                                // a scenario's calls still to make
+    std::map<std::string, DropInSession> drop_in_sessions;  // by app
+    // By name: the policies the drop-ins' calls may pass the values of (a policy whose last
+    // write may have been refused is left out).
+    std::map<std::string, DropInPolicy> drop_in_policies;
 
     PoolKey& pick_key() { return keys[random.next() % keys.size()]; }
 
@@ -808,6 +865,12 @@ class Context {
 
     // A key no call has named yet.
     std::string fresh_key() { return "fresh:" + std::to_string(++fresh_); }
+
+    // A user id no call has named yet.
+    std::string fresh_user() {
+        const std::string number = std::to_string(++fresh_users_);
+        return "00000000-0000-4000-8000-" + std::string(12 - number.size(), '0') + number;
+    }
 
     // The limit of a call on `key`: mostly the key's own; sometimes the key's limit changes
     // for good (a new limit, burst or algorithm), sometimes one call uses another algorithm.
@@ -917,6 +980,7 @@ class Context {
     const std::vector<Micros> exact_offsets_ = {0, 0, 0, 0, -1, 1};
     const std::vector<Micros> midnight_offsets_ = {0, 0, -1, 1, -kMillisecond, kMillisecond};
     long fresh_ = 0;
+    long fresh_users_ = 0;
 };
 
 // ---- the generators: one per area of the API ----------------------------------------------
@@ -1929,10 +1993,944 @@ Call http_fields_call(Context& context) {
     return call;
 }
 
+// ---- the apps' drop-ins: each app's functions in databases of their own ---------------------
+
+// The state rows a drop-in call is compared by: the app's rows of its keys (app_rows, which
+// joins the CTE keys, made by keys_sql from the call's state parameters), and the engines' rows
+// in the app's namespace (where ratelimit.dropin_engine = unlogged counts).
+std::string drop_in_state(const std::string& keys_sql, const std::string& app_rows,
+                          const std::string& space) {
+    return "WITH keys AS (" + keys_sql + ") " + app_rows +
+           " UNION ALL SELECT 'key_state', k.key, k::text FROM ratelimit.key_state k"
+           " JOIN keys USING (key) WHERE k.policy = '" +
+           space +
+           "' UNION ALL SELECT 'key_state_unlogged', k.key, k::text"
+           " FROM ratelimit.key_state_unlogged k JOIN keys USING (key) WHERE k.policy = '" +
+           space + "' ORDER BY 1, 2, 3";
+}
+
+// An app whose drop-ins the test drives, and the queries of its state.
+struct DropInApp {
+    std::string table;
+    // The state rows of a call's keys ($1; for sliding_window_limits, $2 and $3 are the IPs and
+    // e-mails of check_rate_limit_tiers, whose keys are their digests).
+    std::string key_rows;
+    // Every row of the app's table: compared every few thousand calls, and after a cleanup.
+    std::string whole_table;
+};
+
+const std::map<std::string, DropInApp>& drop_in_apps() {
+    static const std::map<std::string, DropInApp> kApps = {
+        {"rpc_limits",
+         {"rpc_rate_limits",
+          drop_in_state("SELECT unnest($1::text[]) AS key",
+                        "SELECT 'rpc_rate_limits' AS source, keys.key,"
+                        " (r.call_count, r.window_start, r.window_expires_at, r.ip_address)::text"
+                        " AS state FROM public.rpc_rate_limits r"
+                        " JOIN keys ON r.user_id::text || ':' || r.rpc_name = keys.key",
+                        "drop-in/rpc_rate_limits"),
+          "SELECT user_id, rpc_name, call_count, window_start, window_expires_at, ip_address"
+          " FROM public.rpc_rate_limits ORDER BY user_id, rpc_name"}},
+        // Every window of a key: the calls count in the one still open, or open a new one, and
+        // the cleanup keeps the table short.
+        {"endpoint_limits",
+         {"rate_limits",
+          drop_in_state("SELECT unnest($1::text[]) AS key",
+                        "SELECT 'rate_limits' AS source, keys.key,"
+                        " (r.counter, r.window_start, r.expires_at, r.created_at)::text AS state"
+                        " FROM public.rate_limits r"
+                        " JOIN keys ON r.user_id::text || ':' || r.endpoint = keys.key",
+                        "drop-in/rate_limits"),
+          "SELECT user_id, endpoint, counter, window_start, expires_at, created_at"
+          " FROM public.rate_limits ORDER BY user_id, endpoint, window_start"}},
+        // A call writes the bucket of the clock's second: the buckets of the last two hours are
+        // enough (a key called under a window of a year keeps every bucket of the year).
+        {"sliding_window_limits",
+         {"rate_limit_buckets",
+          drop_in_state("SELECT unnest($1::text[]) AS key UNION SELECT 'ip:' ||"
+                        " encode(sha256(convert_to(btrim(ip), 'UTF8')), 'hex')"
+                        " FROM unnest($2::text[]) AS ip UNION SELECT 'email:' ||"
+                        " encode(sha256(convert_to(lower(btrim(email)), 'UTF8')), 'hex')"
+                        " FROM unnest($3::text[]) AS email",
+                        "SELECT 'rate_limit_buckets' AS source, b.key,"
+                        " (b.bucket_time, b.count, b.window_seconds)::text AS state"
+                        " FROM public.rate_limit_buckets b JOIN keys USING (key)"
+                        " WHERE b.bucket_time > ratelimit.clock_now() - interval '2 hours'",
+                        "drop-in/rate_limit_buckets"),
+          "SELECT key, bucket_time, count, window_seconds FROM public.rate_limit_buckets"
+          " ORDER BY key, bucket_time"}},
+    };
+    return kApps;
+}
+
+// The user ids the drop-ins count under (the JWT's sub, or p_user_id), as uuid_out writes them.
+const std::vector<std::string> kDropInUsers = {
+    "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "b1ffcd00-0000-4000-8000-000000000002",
+    "c2000000-0000-4000-8000-000000000003", "d3000000-0000-4000-8000-0000000000a4"};
+
+std::string uppercase(std::string text) {
+    for (char& c : text)
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return text;
+}
+
+std::string without_hyphens(std::string text) {
+    text.erase(std::remove(text.begin(), text.end(), '-'), text.end());
+    return text;
+}
+
+// Mostly one of two busy users, so that the limits bite.
+std::string random_drop_in_user(Context& context) {
+    Random& random = context.random;
+    if (random.chance(0.03))
+        return context.fresh_user();
+    return random.chance(0.5) ? kDropInUsers[random.next() % 2] : random.pick(kDropInUsers);
+}
+
+// A user id as a caller may spell it: as uuid_out writes it, or as uuid_in also reads it.
+std::string user_spelling(Random& random, const std::string& user) {
+    const double dice = random.unit();
+    if (dice < 0.85)
+        return user;
+    if (dice < 0.9)
+        return uppercase(user);
+    if (dice < 0.95)
+        return without_hyphens(user);
+    return "{" + user + "}";
+}
+
+// A name of the pool (an RPC, an endpoint, a bucket key), mostly one of the first two.
+std::string random_drop_in_name(Context& context, const std::vector<std::string>& names) {
+    Random& random = context.random;
+    if (random.chance(0.02))
+        return context.fresh_key();
+    return random.chance(0.5) ? names[random.next() % 2] : random.pick(names);
+}
+
+// The claims of a signed-in user, as PostgREST sets them.
+std::string user_claims(const std::string& sub) {
+    return "{\"sub\":\"" + sub + "\",\"role\":\"authenticated\"}";
+}
+
+// Claims nested `depth` deep (an object, then arrays), the sub after the nesting.
+std::string nested_claims(int depth, const std::string& sub) {
+    return "{\"a\":" + repeated("[", depth - 1) + repeated("]", depth - 1) + ",\"sub\":\"" + sub +
+           "\"}";
+}
+
+// A request's JWT: none (server code), a user's (its sub spelled as uuid_in reads it, or in the
+// older request.jwt.claim.sub, which wins), an anonymous one, or one the drop-ins refuse alike
+// (claims that are no JSON object, a sub that is no UUID).
+Jwt random_jwt(Random& random) {
+    const std::string& user = random.pick(kDropInUsers);
+    const double dice = random.unit();
+    if (dice < 0.25)
+        return Jwt{"", "", "", true};
+    if (dice < 0.65)
+        return Jwt{user_claims(user), "", user, false};
+    if (dice < 0.69)
+        return Jwt{user_claims(uppercase(user)), "", user, false};
+    if (dice < 0.72)
+        return Jwt{user_claims(without_hyphens(user)), "", user, false};
+    if (dice < 0.78)
+        return Jwt{random.chance(0.5) ? user_claims(random.pick(kDropInUsers)) : "", user, user,
+                   false};
+    if (dice < 0.85)
+        return Jwt{random.pick(std::vector<std::string>{"{\"role\":\"anon\"}",
+                                                        "{\"sub\":null,\"role\":\"anon\"}", "{}",
+                                                        "{\"aud\":\"x\",\"sub\":null}"}),
+                   "", "", true};
+    if (dice < 0.89) {
+        // The last of two subs counts; a sub's name and value may be written with escapes; the
+        // deepest nesting the claims may have.
+        const std::vector<std::string> claims = {
+            "{\"sub\":\"nobody\",\"sub\":\"" + user + "\"}",
+            "{\"s\\u0075b\":\"" + user + "\"}",
+            "{\"sub\":\"\\u0061\\u0030eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"}",
+            "{\"role\":\"authenticated\",\"app_metadata\":{\"sub\":\"nobody\"},\"sub\":\"" + user +
+                "\"}",
+            nested_claims(512, user),
+        };
+        const std::size_t chosen = random.next() % claims.size();
+        return Jwt{claims[chosen], "", chosen == 2 ? kDropInUsers[0] : user, false};
+    }
+    static const std::vector<Jwt> kRefused = {
+        {"{\"sub\":\"not-a-uuid\"}", "", "", false},
+        {"{\"sub\":12345}", "", "", false},
+        {"{\"sub\":\"\"}", "", "", false},
+        {"{\"sub\":{\"id\":\"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"}}", "", "", false},
+        {"{\"sub\":[\"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"]}", "", "", false},
+        {"{\"sub\":true}", "", "", false},
+        {"[1,2]", "", "", false},
+        {"\"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"", "", "", false},
+        {"null", "", "", false},
+        {"not json", "", "", false},
+        {"{\"sub\":\"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"", "", "", false},
+        {"{\"sub\":\"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"} trailing", "", "", false},
+        {"{\"sub\":\"{a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11}\"}", "", "", false},
+        {"{\"sub\":\" a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"}", "", "", false},
+        {"{\"sub\":\"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1\"}", "", "", false},
+        {"{\"sub\":\"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\",\"sub\":\"x\"}", "", "", false},
+        {"{\"sub\":\"a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11\"}", "a0eebc99; DROP TABLE x; --", "",
+         false},
+        {"", "not-a-uuid", "", false},
+        {nested_claims(513, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), "", "", false},
+    };
+    return random.pick(kRefused);
+}
+
+// The session of an app's next drop-in call: now and then another request's JWT, rarely a
+// setting changed (the memory engine seldom: the SQL edition only refuses it).
+void change_drop_in_session(Context& context, const std::string& app) {
+    Random& random = context.random;
+    DropInSession& session = context.drop_in_sessions[app];
+    if (random.chance(0.3))
+        session.jwt = random_jwt(random);
+    if (random.chance(0.03)) {
+        const double dice = random.unit();
+        session.engine = dice < 0.6 ? "table" : dice < 0.96 ? "unlogged" : "memory";
+    }
+    if (random.chance(0.03))
+        session.require_policy = random.chance(0.2) ? "on" : "off";
+    if (random.chance(0.03))
+        session.caller_limits = random.chance(0.2) ? "must_match" : "ignore";
+    // Another isolation or read-only transactions for a few calls now and then.
+    if (session.isolation == "read committed" ? random.chance(0.005) : random.chance(0.15))
+        session.isolation = session.isolation != "read committed" ? "read committed"
+                            : random.chance(0.5)                  ? "repeatable read"
+                                                                  : "serializable";
+    if (session.read_only == "off" ? random.chance(0.003) : random.chance(0.2))
+        session.read_only = session.read_only == "off" ? "on" : "off";
+    if (random.chance(0.01))
+        session.jwt_roles = random.pick(std::vector<std::string>{
+            "anon,authenticated", "anon,authenticated", "anon, authenticated, service_role",
+            "authenticated", "\"anon\",AUTHENTICATED", "anon,\"Authenticated\""});
+}
+
+// A call of one of `app`'s drop-ins, as `role` ("": the connection's own, which is trusted), in
+// the app's session.
+Call drop_in_call(Context& context, const std::string& app, const std::string& function,
+                  const std::string& role) {
+    const DropInSession& session = context.drop_in_sessions[app];
+    Call call;
+    call.app = app;
+    call.function = function;
+    call.role = role;
+    call.settings = {{"request.jwt.claims", session.jwt.claims},
+                     {"request.jwt.claim.sub", session.jwt.claim_sub},
+                     {"ratelimit.dropin_engine", session.engine},
+                     {"ratelimit.dropin_require_policy", session.require_policy},
+                     {"ratelimit.dropin_caller_limits", session.caller_limits},
+                     {"ratelimit.jwt_roles", session.jwt_roles},
+                     {"default_transaction_isolation", session.isolation},
+                     {"default_transaction_read_only", session.read_only}};
+    call.state_sql = drop_in_apps().at(app).key_rows;
+    return call;
+}
+
+// The state rows compared after a drop-in call: the app's rows of these keys (and, for
+// check_rate_limit_tiers, of the keys of these IPs and e-mails).
+void compare_drop_in_keys(Call& call, const std::vector<std::string>& keys,
+                          const std::vector<Value>& ips = {},
+                          const std::vector<Value>& emails = {}) {
+    call.keys = keys;
+    call.state_params = {array_text(std::vector<Value>(keys.begin(), keys.end()))};
+    if (call.app == "sliding_window_limits") {
+        call.state_params.push_back(array_text(ips));
+        call.state_params.push_back(array_text(emails));
+    }
+}
+
+// A call that may change any row of the app's table (a cleanup, a user's rows deleted): the
+// whole table is compared after it.
+void compare_drop_in_table(Call& call) {
+    call.state_sql = drop_in_apps().at(call.app).whole_table;
+    call.state_params.clear();
+}
+
+// The role a drop-in call is made as, in these shares: none (the connection's, a superuser or
+// the SQL edition's owner: trusted), service_role, or the role PostgREST takes for the JWT
+// (authenticated with a sub, anon without; now and then the other one), where anon is refused
+// the function only as often as `anon`, none taken instead otherwise.
+std::string random_role(Random& random, const Jwt& jwt, double none, double service_role,
+                        double anon) {
+    const double dice = random.unit();
+    if (dice < none)
+        return "";
+    if (dice < none + service_role)
+        return "service_role";
+    if (jwt.anonymous == random.chance(0.1))
+        return "authenticated";
+    return random.chance(anon) ? "anon" : "";
+}
+
+// An app's next drop-in call: its session changed now and then, and the role it is made as.
+std::string next_drop_in_role(Context& context, const std::string& app, double none,
+                              double service_role, double anon = 1) {
+    change_drop_in_session(context, app);
+    return random_role(context.random, context.drop_in_sessions[app].jwt, none, service_role, anon);
+}
+
+// Values a drop-in's argument must refuse (both editions alike), by the argument's name: SQL
+// NULL, empty or too long, out of range, and text that is no value of the argument's type.
+const std::vector<Value>& bad_drop_in_values(const std::string& argument) {
+    static const std::vector<Value> kNames = {std::nullopt, "", std::string(257, 'n'),
+                                              repeated("\u00e9", 129)};
+    // An IP or e-mail is trimmed before it is keyed: only spaces are empty too.
+    static const std::vector<Value> kTrimmedNames = {std::nullopt, "", "   ",
+                                                     std::string(257, 'n')};
+    static const std::vector<Value> kLimits = {std::nullopt, "0",   "-5", "-2147483648",
+                                               "2147483648", "1.5", "ten"};
+    static const std::vector<Value> kMinutes = {std::nullopt, "0",          "-1",
+                                                "525601",     "2147483647", "-2147483648"};
+    static const std::vector<Value> kSeconds = {std::nullopt, "0",          "-1",
+                                                "31536001",   "2147483647", "-2147483648"};
+    static const std::vector<Value> kIncrements = {std::nullopt, "0", "-3", "-2147483648",
+                                                   "2147483648"};
+    static const std::vector<Value> kCosts = {std::nullopt, "-1", "-2147483648"};
+    static const std::vector<Value> kUsers = {std::nullopt, "not a uuid",
+                                              "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a1", ""};
+    static const std::vector<Value> kOlderThan = {std::nullopt, "-1 hour", "-00:00:00.000001",
+                                                  "-1 mon"};
+    static const std::vector<Value> kNone;
+    const auto ends_with = [&](const std::string& end) {
+        return argument.size() >= end.size() &&
+               argument.compare(argument.size() - end.size(), end.size(), end) == 0;
+    };
+    if (argument == "p_ip" || argument == "p_email")
+        return kTrimmedNames;
+    if (argument == "p_rpc_name" || argument == "p_endpoint" || argument == "p_key")
+        return kNames;
+    if (argument == "p_max_calls" || ends_with("limit"))
+        return kLimits;
+    if (argument == "p_window_minutes")
+        return kMinutes;
+    if (ends_with("window_seconds"))
+        return kSeconds;
+    if (argument == "p_increment")
+        return kIncrements;
+    if (argument == "p_cost")
+        return kCosts;
+    if (argument == "p_user_id")
+        return kUsers;
+    if (argument == "p_older_than")
+        return kOlderThan;
+    return kNone;
+}
+
+// One bad argument, now and then two (which of them an edition names first must agree).
+void give_bad_drop_in_arguments(Random& random, std::vector<Argument>& arguments) {
+    const int count = random.chance(0.8) ? 1 : 2;
+    for (int i = 0; i < count; ++i) {
+        Argument& argument = arguments[random.next() % arguments.size()];
+        const std::vector<Value>& values = bad_drop_in_values(argument.name);
+        if (!values.empty())
+            argument.value = random.pick(values);
+    }
+}
+
+std::int64_t whole_units(Micros length, Micros unit) {
+    return length / unit + (length % unit > 0 ? 1 : 0);
+}
+
+// The limit and window a drop-in call passes: half the time its policy's own when it has one
+// (with ratelimit.dropin_caller_limits = must_match any other is refused), else mostly a few
+// calls in one of `windows` (in the call's unit), now and then many or the most there are.
+std::pair<std::int64_t, std::int64_t> random_drop_in_limit(
+    Context& context, const std::string& policy, Micros unit,
+    const std::vector<std::int64_t>& windows) {
+    Random& random = context.random;
+    const auto written = context.drop_in_policies.find(policy);
+    if (written != context.drop_in_policies.end() && random.chance(0.5))
+        return {written->second.limit, whole_units(written->second.length, unit)};
+    const double dice = random.unit();
+    const std::int64_t limit = dice < 0.5    ? random.between(1, 4)
+                               : dice < 0.75 ? random.between(5, 12)
+                               : dice < 0.9  ? random.between(13, 1000)
+                               : dice < 0.96 ? kMaxInteger
+                                             : random.between(1, kMaxInteger);
+    return {limit, random.pick(windows)};
+}
+
+// ---- rpc_limits: check_rate_limit(p_rpc_name, ...) for the JWT's caller, and for a user named
+
+const std::vector<std::string> kRpcNames = {"complete-game",
+                                            "claim-daily-gift",
+                                            "send-dm",
+                                            "game",
+                                            "login-with-username-pin",
+                                            "\u043a\u043b\u044e\u0447 \u00e9",
+                                            "x'); DELETE FROM rpc_rate_limits; --",
+                                            "42",
+                                            std::string(256, 'r')};
+// The names a policy can be written for (a policy's name is [A-Za-z0-9_.:-], at most 63).
+const std::vector<std::string> kRpcPolicyNames = {"complete-game", "claim-daily-gift", "send-dm",
+                                                  "game"};
+// Mostly an hour or a day: a key is called a few times a day of the run's clock.
+const std::vector<std::int64_t> kRpcWindows = {1, 1, 5, 60, 60, 1440, 1440, 1440, 525600};
+
+// check_rate_limit (the caller from the JWT) or check_rate_limit_for_user: `user` counts under
+// `name` with this limit and window (in minutes).
+Call make_rpc_call(Context& context, bool for_user, const std::string& role, std::string user,
+                   const std::string& name, std::int64_t limit, std::int64_t window,
+                   bool bad_inputs) {
+    Random& random = context.random;
+    Call call = drop_in_call(context, "rpc_limits",
+                             for_user ? "check_rate_limit_for_user" : "check_rate_limit", role);
+    const DropInSession& session = context.drop_in_sessions["rpc_limits"];
+    std::vector<Argument> arguments;
+    if (for_user)
+        arguments.push_back(required("p_user_id", "uuid", user_spelling(random, user)));
+    else
+        user = session.jwt.user;
+    arguments.push_back(required("p_rpc_name", "text", name));
+    arguments.push_back(defaulted("p_max_calls", "integer", number(limit), "10"));
+    arguments.push_back(defaulted("p_window_minutes", "integer", number(window), "1"));
+    if (bad_inputs)
+        give_bad_drop_in_arguments(random, arguments);
+    // An anonymous caller is allowed before any engine is asked.
+    call.memory = session.engine == "memory" && (for_user || !session.jwt.anonymous);
+    compare_drop_in_keys(call, user.empty() ? std::vector<std::string>{}
+                                            : std::vector<std::string>{user + ":" + name});
+    call.period = window * kMinute;
+    write_call(random, call, arguments, "SELECT public.");
+    return call;
+}
+
+// A few users on a few names, under the names' policies (rpc.<name>) when they have one; for a
+// named user, mostly the JWT's own (a JWT role may name no other).
+Call rpc_check_call(Context& context, bool for_user) {
+    Random& random = context.random;
+    // check_rate_limit_for_user is service_role's: a JWT role is refused it.
+    const std::string role = for_user ? next_drop_in_role(context, "rpc_limits", 0.5, 0.45)
+                                      : next_drop_in_role(context, "rpc_limits", 0.3, 0.15);
+    const std::string name = random_drop_in_name(context, kRpcNames);
+    const auto [limit, window] = random_drop_in_limit(context, "rpc." + name, kMinute, kRpcWindows);
+    const std::string& jwt_user = context.drop_in_sessions["rpc_limits"].jwt.user;
+    const std::string user =
+        !jwt_user.empty() && random.chance(0.6) ? jwt_user : random_drop_in_user(context);
+    return make_rpc_call(context, for_user, role, user, name, limit, window,
+                         random.chance(kBadInputs));
+}
+
+Call rpc_cleanup_call(Context& context) {
+    Random& random = context.random;
+    Call call = drop_in_call(context, "rpc_limits", "cleanup_rpc_rate_limits",
+                             next_drop_in_role(context, "rpc_limits", 0.7, 0.25));
+    std::vector<Argument> arguments = {
+        defaulted("p_older_than", "interval",
+                  random.pick(std::vector<std::string>{"48 hours", "0", "00:00:00.000001",
+                                                       "1 minute", "1 hour", "7 days"}),
+                  "48 hours")};
+    if (random.chance(kBadInputs))
+        give_bad_drop_in_arguments(random, arguments);
+    compare_drop_in_table(call);
+    write_call(random, call, arguments, "SELECT public.");
+    return call;
+}
+
+// The app's own writes to rpc_rate_limits, as its code or an administrator makes them: a window
+// opened before the drop-ins took over, a count set (up to where it saturates), a user's rows
+// deleted.
+Call rpc_row_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.app = "rpc_limits";
+    call.function = "rpc_rate_limits";
+    call.state_sql = drop_in_apps().at(call.app).key_rows;
+    const std::string user = random_drop_in_user(context);
+    const std::string name = random_drop_in_name(context, kRpcNames);
+    compare_drop_in_keys(call, {user + ":" + name});
+    const double dice = random.unit();
+    if (dice < 0.15) {
+        call.sql =
+            "WITH gone AS (DELETE FROM public.rpc_rate_limits WHERE user_id = $1::uuid"
+            " RETURNING rpc_name, call_count) SELECT * FROM gone ORDER BY rpc_name";
+        call.params = {user};
+        compare_drop_in_table(call);
+        return call;
+    }
+    if (dice < 0.5) {
+        call.sql =
+            "UPDATE public.rpc_rate_limits SET call_count = $3::integer WHERE user_id = $1::uuid"
+            " AND rpc_name = $2::text RETURNING call_count, window_start, window_expires_at";
+        call.params = {
+            user, name,
+            random.pick(std::vector<Value>{"0", "1", "5", "9", "10", "2147483646", "2147483647"})};
+        return call;
+    }
+    // As the app's own function opened it: at an instant near the clock, for whole minutes.
+    call.sql =
+        "INSERT INTO public.rpc_rate_limits AS r (user_id, rpc_name, call_count, window_start,"
+        " window_expires_at) VALUES ($1::uuid, $2::text, $3::integer, $4::timestamptz,"
+        " $4::timestamptz + $5::integer * interval '1 minute') ON CONFLICT (user_id, rpc_name)"
+        " DO UPDATE SET call_count = EXCLUDED.call_count, window_start = EXCLUDED.window_start,"
+        " window_expires_at = EXCLUDED.window_expires_at"
+        " RETURNING r.call_count, r.window_start, r.window_expires_at";
+    call.params = {user, name, number(random.between(1, 12)),
+                   clock_text(context.clock - random.between(0, 2 * kHour)),
+                   number(random.pick(kRpcWindows))};
+    return call;
+}
+
+// ---- endpoint_limits: increment_rate_limit(p_user_id, p_endpoint, ...) ----------------------
+
+const std::vector<std::string> kEndpoints = {"tasks",
+                                             "assessments",
+                                             "posts",
+                                             "short",
+                                             "huge",
+                                             "\u043a\u043b\u044e\u0447 \u00e9",
+                                             "a b'c\"d,{e}\\f NULL",
+                                             std::string(256, 'e')};
+const std::vector<std::string> kEndpointPolicyNames = {"tasks", "assessments", "posts", "short"};
+const std::vector<std::int64_t> kEndpointWindows = {1,    1,    2,     10,    60,
+                                                    3600, 3600, 86400, 86400, 31536000};
+
+Call make_increment_call(Context& context, const std::string& role, const std::string& user,
+                         const std::string& endpoint, std::int64_t limit, std::int64_t window,
+                         std::int64_t increment, bool bad_inputs) {
+    Random& random = context.random;
+    Call call = drop_in_call(context, "endpoint_limits", "increment_rate_limit", role);
+    std::vector<Argument> arguments = {
+        required("p_user_id", "uuid", user_spelling(random, user)),
+        required("p_endpoint", "text", endpoint),
+        required("p_limit", "integer", number(limit)),
+        required("p_window_seconds", "integer", number(window)),
+        defaulted("p_increment", "integer", number(increment), "1"),
+    };
+    if (bad_inputs)
+        give_bad_drop_in_arguments(random, arguments);
+    call.memory = context.drop_in_sessions["endpoint_limits"].engine == "memory";
+    compare_drop_in_keys(call, {user + ":" + endpoint});
+    call.period = window * kSecond;
+    write_call(random, call, arguments, "SELECT public.");
+    return call;
+}
+
+// A few users' quotas on a few endpoints (under endpoint.<name> when it has a policy), in
+// windows of a second to a year, spent by one call or by batches up to where the counter
+// saturates; mostly by the JWT's own user (a caller with a sub may spend no other's).
+Call increment_call(Context& context) {
+    Random& random = context.random;
+    const std::string role = next_drop_in_role(context, "endpoint_limits", 0.3, 0.2, 0.2);
+    const std::string endpoint = random_drop_in_name(context, kEndpoints);
+    const auto [limit, window] =
+        random_drop_in_limit(context, "endpoint." + endpoint, kSecond, kEndpointWindows);
+    const std::string& jwt_user = context.drop_in_sessions["endpoint_limits"].jwt.user;
+    const std::string user =
+        !jwt_user.empty() && random.chance(0.9) ? jwt_user : random_drop_in_user(context);
+    const double dice = random.unit();
+    const std::int64_t increment = dice < 0.6    ? 1
+                                   : dice < 0.8  ? random.between(2, 5)
+                                   : dice < 0.92 ? random.between(1, limit)
+                                   : dice < 0.96 ? limit
+                                   : dice < 0.98 ? 2147483000
+                                                 : kMaxInteger;
+    return make_increment_call(context, role, user, endpoint, limit, window, increment,
+                               random.chance(kBadInputs));
+}
+
+Call endpoint_cleanup_call(Context& context) {
+    Random& random = context.random;
+    Call call = drop_in_call(context, "endpoint_limits", "cleanup_expired_rate_limits",
+                             next_drop_in_role(context, "endpoint_limits", 0.7, 0.25));
+    compare_drop_in_table(call);
+    write_call(random, call, {}, "SELECT public.");
+    return call;
+}
+
+// The app's own writes to rate_limits: a window as its own function opened it (aligned to a
+// length of its own, which the drop-in's calls then count in while it is open), the open
+// window's counter set, a key's windows deleted.
+Call endpoint_row_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.app = "endpoint_limits";
+    call.function = "rate_limits";
+    call.state_sql = drop_in_apps().at(call.app).key_rows;
+    const std::string user = random_drop_in_user(context);
+    const std::string endpoint = random_drop_in_name(context, kEndpoints);
+    compare_drop_in_keys(call, {user + ":" + endpoint});
+    const double dice = random.unit();
+    if (dice < 0.2) {
+        call.sql =
+            "WITH gone AS (DELETE FROM public.rate_limits WHERE user_id = $1::uuid"
+            " AND endpoint = $2::text RETURNING window_start, counter)"
+            " SELECT * FROM gone ORDER BY window_start";
+        call.params = {user, endpoint};
+        return call;
+    }
+    if (dice < 0.5) {
+        call.sql =
+            "UPDATE public.rate_limits SET counter = $3::integer WHERE user_id = $1::uuid"
+            " AND endpoint = $2::text AND window_start <= $4::timestamptz"
+            " AND expires_at > $4::timestamptz RETURNING counter, window_start, expires_at";
+        call.params = {
+            user, endpoint,
+            random.pick(std::vector<Value>{"1", "4", "10", "49", "50", "2147483646", "2147483647"}),
+            clock_text(context.clock)};
+        return call;
+    }
+    const Micros length = random.pick(std::vector<std::int64_t>{1, 10, 60, 3600, 86400}) * kSecond;
+    const Micros start = (context.clock / length - random.between(0, 1)) * length;
+    call.sql =
+        "INSERT INTO public.rate_limits (user_id, endpoint, counter, window_start, expires_at,"
+        " created_at) VALUES ($1::uuid, $2::text, $3::integer, $4::timestamptz,"
+        " $5::timestamptz, $6::timestamptz) ON CONFLICT (user_id, endpoint, window_start)"
+        " DO NOTHING RETURNING counter, window_start, expires_at";
+    call.params = {user,
+                   endpoint,
+                   number(random.chance(0.9) ? random.between(1, 12) : kMaxInteger),
+                   clock_text(start),
+                   clock_text(start + length),
+                   clock_text(context.clock)};
+    return call;
+}
+
+// ---- sliding_window_limits: check_rate_limit(p_key, ...) and check_rate_limit_tiers ---------
+
+const std::vector<std::string> kBucketKeys = {"global",
+                                              "ip:a1b2c3",
+                                              "batch",
+                                              "k1",
+                                              "k2",
+                                              "\u043a\u043b\u044e\u0447 \u00e9",
+                                              "a b'c\"d,{e}\\f NULL",
+                                              std::string(256, 'b')};
+// A year's window is rare: its buckets stay until the cleanup finds none longer in use.
+const std::vector<std::int64_t> kBucketWindows = {1, 1, 2, 5, 10, 60, 3600, 3600, 86400, 86400};
+
+Call make_bucket_call(Context& context, const std::string& role, const std::string& key,
+                      std::int64_t limit, std::int64_t window, std::int64_t cost, bool bad_inputs) {
+    Random& random = context.random;
+    Call call = drop_in_call(context, "sliding_window_limits", "check_rate_limit", role);
+    std::vector<Argument> arguments = {
+        required("p_key", "text", key),
+        required("p_limit", "integer", number(limit)),
+        required("p_window_seconds", "integer", number(window)),
+        defaulted("p_cost", "integer", number(cost), "1"),
+    };
+    if (bad_inputs)
+        give_bad_drop_in_arguments(random, arguments);
+    call.memory = context.drop_in_sessions["sliding_window_limits"].engine == "memory";
+    compare_drop_in_keys(call, {key});
+    call.period = window * kSecond;
+    write_call(random, call, arguments, "SELECT * FROM public.");
+    return call;
+}
+
+// A few keys (one of them the tiers' "global") with a few calls in seconds to minutes, now and
+// then a year; costs of none to all of the limit, one more (refused), and the most there are
+// (whose buckets, summed under a longer window, pass what an integer holds).
+Call bucket_check_call(Context& context) {
+    Random& random = context.random;
+    const std::string role = next_drop_in_role(context, "sliding_window_limits", 0.55, 0.4, 0.3);
+    const std::string key = random_drop_in_name(context, kBucketKeys);
+    const double dice = random.unit();
+    const std::int64_t limit = dice < 0.65   ? random.between(1, 10)
+                               : dice < 0.85 ? random.between(11, 100)
+                               : dice < 0.95 ? kMaxInteger
+                                             : random.between(1, kMaxInteger);
+    const std::int64_t window = random.chance(0.01) ? 31536000 : random.pick(kBucketWindows);
+    const double cost_dice = random.unit();
+    std::int64_t cost = cost_dice < 0.08   ? 0
+                        : cost_dice < 0.65 ? 1
+                        : cost_dice < 0.8  ? std::min<std::int64_t>(random.between(2, 5), limit)
+                        : cost_dice < 0.9  ? random.between(0, limit)
+                        : cost_dice < 0.97 ? limit
+                                           : limit + 1;
+    return make_bucket_call(context, role, key, limit, window, cost, random.chance(kBadInputs));
+}
+
+const std::vector<std::string> kTierIps = {"203.0.113.7", "203.0.113.8",  " 203.0.113.7 ",
+                                           "2001:db8::1", "198.51.100.1", "not an ip",
+                                           "\t10.0.0.1"};
+const std::vector<std::string> kTierEmails = {"alice@example.com", "bob@example.com",
+                                              "Alice@Example.com", "alice@example.com ",
+                                              "user1@example.com", "\u00c4lice@example.com"};
+
+// The cleanup's three tiers on a few IPs and e-mails (spelled with spaces and capitals that
+// are trimmed and folded before they are hashed), mostly at the app's limits, now and then at
+// small ones so that the global and IP tiers deny too.
+Call bucket_tiers_call(Context& context) {
+    Random& random = context.random;
+    Call call = drop_in_call(context, "sliding_window_limits", "check_rate_limit_tiers",
+                             next_drop_in_role(context, "sliding_window_limits", 0.55, 0.4, 0.3));
+    const std::string ip =
+        random.chance(0.03) ? context.fresh_key() : random_drop_in_name(context, kTierIps);
+    const std::string email =
+        random.chance(0.03) ? context.fresh_key() : random_drop_in_name(context, kTierEmails);
+    const auto tier = [&](const char* name, std::int64_t fallback, bool window) {
+        const std::string value =
+            random.chance(0.75)
+                ? std::to_string(fallback)
+                : std::to_string(window ? random.pick(kBucketWindows) : random.between(1, 10));
+        return defaulted(name, "integer", value, std::to_string(fallback));
+    };
+    std::vector<Argument> arguments = {
+        required("p_ip", "text", ip),        required("p_email", "text", email),
+        tier("p_global_limit", 1000, false), tier("p_global_window_seconds", 60, true),
+        tier("p_ip_limit", 5, false),        tier("p_ip_window_seconds", 60, true),
+        tier("p_email_limit", 3, false),     tier("p_email_window_seconds", 3600, true),
+    };
+    if (random.chance(kBadInputs))
+        give_bad_drop_in_arguments(random, arguments);
+    call.memory = context.drop_in_sessions["sliding_window_limits"].engine == "memory";
+    compare_drop_in_keys(call, {"global"}, {arguments[0].value}, {arguments[1].value});
+    call.period = 60 * kSecond;
+    write_call(random, call, arguments, "SELECT * FROM public.");
+    return call;
+}
+
+Call bucket_cleanup_call(Context& context) {
+    Random& random = context.random;
+    Call call = drop_in_call(context, "sliding_window_limits", "cleanup_old_rate_limit_buckets",
+                             next_drop_in_role(context, "sliding_window_limits", 0.7, 0.3));
+    compare_drop_in_table(call);
+    write_call(random, call, {}, "SELECT public.");
+    return call;
+}
+
+// The app's own writes to rate_limit_buckets: a bucket of a past second as its own function
+// wrote it (a count and the window it was counted under), a key's buckets deleted.
+Call bucket_row_call(Context& context) {
+    Random& random = context.random;
+    Call call;
+    call.app = "sliding_window_limits";
+    call.function = "rate_limit_buckets";
+    call.state_sql = drop_in_apps().at(call.app).key_rows;
+    const std::string key = random_drop_in_name(context, kBucketKeys);
+    compare_drop_in_keys(call, {key});
+    if (random.chance(0.25)) {
+        call.sql =
+            "WITH gone AS (DELETE FROM public.rate_limit_buckets WHERE key = $1::text"
+            " RETURNING bucket_time, count) SELECT count(*), sum(count) FROM gone";
+        call.params = {key};
+        return call;
+    }
+    const Micros second = context.clock / kSecond * kSecond;
+    // Now and then the most a bucket holds, 2^31 - 1, which summed with others passes what an
+    // integer holds: the count stops at 2^31 - 1 in both editions.
+    const std::int64_t count = random.chance(0.95) ? random.between(1, 5) : kMaxInteger;
+    call.sql =
+        "INSERT INTO public.rate_limit_buckets AS b (key, bucket_time, count, window_seconds)"
+        " VALUES ($1::text, $2::timestamptz, $3::integer, $4::integer)"
+        " ON CONFLICT (key, bucket_time) DO UPDATE SET count = EXCLUDED.count,"
+        " window_seconds = EXCLUDED.window_seconds RETURNING b.*";
+    call.params = {key, clock_text(second - random.between(0, 120) * kSecond), number(count),
+                   number(random.pick(kBucketWindows))};
+    return call;
+}
+
+// ---- the drop-ins' policies and scenarios ---------------------------------------------------
+
+// A period a drop-in's policy may have: its text, its length as the drop-ins read it, and
+// whether it is a calendar period (fixed_window only) and one that needs a time zone.
+struct DropInPeriod {
+    const char* text;
+    Micros length;
+    bool calendar;
+    bool zoned;
+};
+
+const std::vector<DropInPeriod> kDropInPeriods = {
+    {"1 minute", kMinute, false, false},
+    {"90 seconds", 90 * kSecond, false, false},
+    {"1.7 seconds", 1700 * kMillisecond, false, false},
+    {"00:00:00.003", 3 * kMillisecond, false, false},
+    {"1 hour", kHour, false, false},
+    {"1 day", kDay, false, false},
+    {"365 days", kMaxWindow, false, false},
+    {"8760 hours", kMaxWindow, false, false},
+    {"1 day", kDay, true, true},
+    {"1 week", 7 * kDay, true, true},
+    {"7 days", 7 * kDay, true, true},
+    {"1 mon", 31 * kDay, true, false},
+    {"1 month", 31 * kDay, true, true},
+};
+
+// A drop-in's policy (rpc.<name>, endpoint.<name>), whose limit and period win over the
+// caller's: written whole (or replacing the row of that name), its limit changed, or deleted;
+// now and then a value the policy table refuses alike.
+Call drop_in_policy_call(Context& context, const std::string& app, const std::string& prefix,
+                         const std::vector<std::string>& names) {
+    Random& random = context.random;
+    Call call;
+    call.app = app;
+    call.function = "policies";
+    const std::string name = prefix + random.pick(names);
+    call.policies = {name};
+    const auto written = context.drop_in_policies.find(name);
+    const double dice = random.unit();
+    if (dice < 0.12) {
+        call.sql = "DELETE FROM ratelimit.policies WHERE name = $1::text RETURNING name";
+        call.params = {name};
+        context.drop_in_policies.erase(name);
+        return call;
+    }
+    if (dice < 0.35 && written != context.drop_in_policies.end()) {
+        written->second.limit = random.between(1, 12);
+        call.sql =
+            "UPDATE ratelimit.policies SET \"limit\" = $2::integer WHERE name = $1::text"
+            " RETURNING *";
+        call.params = {name, number(written->second.limit)};
+        return call;
+    }
+    const DropInPeriod& period = random.pick(kDropInPeriods);
+    const double limit_dice = random.unit();
+    const std::int64_t limit = limit_dice < 0.8    ? random.between(1, 12)
+                               : limit_dice < 0.95 ? random.between(13, 1000)
+                                                   : kMaxInteger;
+    Value limit_value = number(limit);
+    Value period_value = period.text;
+    Value zone = period.zoned ? Value(random.pick(std::vector<std::string>{
+                                    "Europe/Berlin", "UTC", "America/New_York", "Asia/Kolkata"}))
+                              : std::nullopt;
+    const bool bad = random.chance(kBadInputs);
+    if (bad) {
+        switch (random.next() % 3) {
+            case 0:
+                limit_value = random.pick(bad_values("p_limit"));
+                break;
+            case 1:
+                period_value = random.pick(
+                    std::vector<Value>{std::nullopt, "0", "-1 minute", "366 days", "2 mons"});
+                break;
+            default:
+                period_value = "1 day";
+                zone = random.pick(bad_values("p_time_zone"));
+                break;
+        }
+    }
+    call.sql =
+        "INSERT INTO ratelimit.policies AS p (name, algorithm, \"limit\", period, time_zone)"
+        " VALUES ($1::text, $2::text, $3::integer, $4::interval, $5::text)"
+        " ON CONFLICT (name) DO UPDATE SET algorithm = EXCLUDED.algorithm,"
+        " \"limit\" = EXCLUDED.\"limit\", period = EXCLUDED.period,"
+        " time_zone = EXCLUDED.time_zone RETURNING *";
+    call.params = {name, period.calendar ? std::string("fixed_window") : random.pick(kAlgorithms),
+                   limit_value, period_value, zone};
+    // A refused write leaves the row as it was, which the test no longer knows.
+    if (bad)
+        context.drop_in_policies.erase(name);
+    else
+        context.drop_in_policies[name] = DropInPolicy{limit, period.length};
+    return call;
+}
+
+// An RPC's window filled by a user, then called a microsecond before, at and after the instant
+// it ends: it still holds at that instant, and restarts after.
+Call rpc_window_edges(Context& context) {
+    Random& random = context.random;
+    change_drop_in_session(context, "rpc_limits");
+    const std::string user = random_drop_in_user(context);
+    const std::string name = "edge:" + context.fresh_key();
+    const std::int64_t limit = random.between(1, 3);
+    const std::int64_t window = random.between(1, 2);
+    const auto make = [&](Micros move) {
+        Call call = make_rpc_call(context, true, "", user, name, limit, window, false);
+        call.move = move;
+        return call;
+    };
+    std::vector<Call> calls;
+    calls.push_back(make(random.between(0, kSecond)));
+    for (std::int64_t i = 0; i < limit; ++i)
+        calls.push_back(make(0));
+    for (const Micros move : {window * kMinute - 1, Micros{1}, Micros{1}, Micros{0}})
+        calls.push_back(make(move));
+    return start_scenario(context, std::move(calls));
+}
+
+// An endpoint's aligned window filled just before it ends, then increments a microsecond
+// before, at and after the instant the next one begins; the user the JWT's own (or no JWT).
+Call endpoint_window_edges(Context& context) {
+    Random& random = context.random;
+    change_drop_in_session(context, "endpoint_limits");
+    DropInSession& session = context.drop_in_sessions["endpoint_limits"];
+    const std::string user = random_drop_in_user(context);
+    session.jwt = random.chance(0.5) ? Jwt{user_claims(user), "", user, false} : Jwt{};
+    // A JWT role needs a policy when ratelimit.dropin_require_policy is on; the endpoint is new.
+    const std::string role =
+        session.jwt.user.empty() || session.require_policy == "on" ? "" : "authenticated";
+    const std::string endpoint = "edge:" + context.fresh_key();
+    const std::int64_t limit = random.between(1, 3);
+    const std::int64_t window = random.pick(std::vector<std::int64_t>{1, 10, 60});
+    const Micros before_end =
+        random.between(1, std::min<Micros>(window * kSecond - 1, kSecond / 2));
+    const auto make = [&](std::int64_t increment, Micros move) {
+        Call call =
+            make_increment_call(context, role, user, endpoint, limit, window, increment, false);
+        call.move = move;
+        return call;
+    };
+    std::vector<Call> calls;
+    Call fill = make(limit, window * kSecond - before_end);
+    fill.align = window * kSecond;
+    calls.push_back(std::move(fill));
+    calls.push_back(make(1, 0));
+    for (const Micros move : {before_end - 1, Micros{1}, Micros{1}})
+        calls.push_back(make(1, move));
+    return start_scenario(context, std::move(calls));
+}
+
+// A key's bucket filled within a second, then calls a microsecond before, at and after the
+// instant the bucket leaves the window.
+Call bucket_window_edges(Context& context) {
+    Random& random = context.random;
+    change_drop_in_session(context, "sliding_window_limits");
+    const std::string role = random.chance(0.5) ? "" : "service_role";
+    const std::string key = "edge:" + context.fresh_key();
+    const std::int64_t limit = random.between(1, 3);
+    const std::int64_t window = random.pick(std::vector<std::int64_t>{1, 2, 60});
+    const Micros into_second = random.between(0, kSecond - 1);
+    const auto make = [&](std::int64_t cost, Micros move) {
+        Call call = make_bucket_call(context, role, key, limit, window, cost, false);
+        call.move = move;
+        return call;
+    };
+    std::vector<Call> calls;
+    Call fill = make(limit, into_second);
+    fill.align = kSecond;
+    calls.push_back(std::move(fill));
+    calls.push_back(make(1, 0));
+    for (const Micros move : {window * kSecond - into_second - 1, Micros{1}, Micros{1}})
+        calls.push_back(make(1, move));
+    return start_scenario(context, std::move(calls));
+}
+
+// A drop-in called at the first or last instant the clock may read, on a name or key of its own
+// (a window opened in the year 9999 would stand still for the rest of the run).
+Call drop_in_clock_edge(Context& context, const std::string& app) {
+    Random& random = context.random;
+    change_drop_in_session(context, app);
+    const std::string name = "edge:" + context.fresh_key();
+    const std::int64_t limit = random.between(1, 3);
+    Call call;
+    if (app == "rpc_limits") {
+        call = make_rpc_call(context, true, "", random_drop_in_user(context), name, limit,
+                             random.pick(kRpcWindows), false);
+    } else if (app == "endpoint_limits") {
+        // The JWT's own user, which a caller with a sub may only name.
+        const std::string& jwt_user = context.drop_in_sessions[app].jwt.user;
+        call = make_increment_call(
+            context, "", jwt_user.empty() ? random_drop_in_user(context) : jwt_user, name, limit,
+            random.pick(kEndpointWindows), random.between(1, 2), false);
+    } else {
+        call = make_bucket_call(context, "service_role", name, limit, random.pick(kBucketWindows),
+                                random.between(0, limit), false);
+    }
+    call.clock = random.pick(
+        std::vector<std::string>{"1970-01-01 00:00:00+00", "1970-01-01 00:00:00.001+00",
+                                 "9999-12-31 00:00:00+00", "9999-12-31 23:59:59.999999+00"});
+    return call;
+}
+
 struct Generator {
     const char* name;
     int weight;
     Call (*make)(Context&);
+    const char* app = nullptr;  // the app whose drop-ins it calls, in that app's databases
 };
 
 // Every area of the API the test covers, and how often it is called.
@@ -1966,22 +2964,63 @@ const std::vector<Generator> kGenerators = {
     {"window edges", 20, window_edges},
     {"calendar windows where daylight saving turns", 10, calendar_turns},
     {"limit changes", 20, limit_changes},
+    // The apps' drop-ins, each in its app's databases: about a fifth of the calls (the window
+    // edges are scenarios).
+    {"rpc_limits: check_rate_limit", 450,
+     [](Context& context) { return rpc_check_call(context, false); }, "rpc_limits"},
+    {"rpc_limits: check_rate_limit_for_user", 330,
+     [](Context& context) { return rpc_check_call(context, true); }, "rpc_limits"},
+    {"rpc_limits: cleanup_rpc_rate_limits", 12, rpc_cleanup_call, "rpc_limits"},
+    {"rpc_limits: rpc_rate_limits", 25, rpc_row_call, "rpc_limits"},
+    {"rpc_limits: policies", 40,
+     [](Context& context) {
+         return drop_in_policy_call(context, "rpc_limits", "rpc.", kRpcPolicyNames);
+     },
+     "rpc_limits"},
+    {"endpoint_limits: increment_rate_limit", 750, increment_call, "endpoint_limits"},
+    {"endpoint_limits: cleanup_expired_rate_limits", 12, endpoint_cleanup_call, "endpoint_limits"},
+    {"endpoint_limits: rate_limits", 25, endpoint_row_call, "endpoint_limits"},
+    {"endpoint_limits: policies", 40,
+     [](Context& context) {
+         return drop_in_policy_call(context, "endpoint_limits", "endpoint.", kEndpointPolicyNames);
+     },
+     "endpoint_limits"},
+    {"sliding_window_limits: check_rate_limit", 500, bucket_check_call, "sliding_window_limits"},
+    {"sliding_window_limits: check_rate_limit_tiers", 300, bucket_tiers_call,
+     "sliding_window_limits"},
+    {"sliding_window_limits: cleanup_old_rate_limit_buckets", 8, bucket_cleanup_call,
+     "sliding_window_limits"},
+    {"sliding_window_limits: rate_limit_buckets", 20, bucket_row_call, "sliding_window_limits"},
+    {"rpc_limits: window edges", 8, rpc_window_edges, "rpc_limits"},
+    {"endpoint_limits: window edges", 8, endpoint_window_edges, "endpoint_limits"},
+    {"sliding_window_limits: window edges", 8, bucket_window_edges, "sliding_window_limits"},
+    {"rpc_limits: the clock's first and last instants", 4,
+     [](Context& context) { return drop_in_clock_edge(context, "rpc_limits"); }, "rpc_limits"},
+    {"endpoint_limits: the clock's first and last instants", 4,
+     [](Context& context) { return drop_in_clock_edge(context, "endpoint_limits"); },
+     "endpoint_limits"},
+    {"sliding_window_limits: the clock's first and last instants", 4,
+     [](Context& context) { return drop_in_clock_edge(context, "sliding_window_limits"); },
+     "sliding_window_limits"},
 };
 
-const Generator& pick_generator(Random& random) {
-    static const int total = [] {
-        int sum = 0;
-        for (const Generator& generator : kGenerators)
-            sum += generator.weight;
-        return sum;
-    }();
+// A generator of the table, by weight, among those whose app's databases the run has.
+const Generator& pick_generator(Random& random, const std::set<std::string>& apps) {
+    const auto runs = [&](const Generator& generator) {
+        return generator.app == nullptr || apps.count(generator.app) > 0;
+    };
+    int total = 0;
+    for (const Generator& generator : kGenerators)
+        total += runs(generator) ? generator.weight : 0;
     auto ticket = static_cast<int>(random.next() % static_cast<std::uint64_t>(total));
     for (const Generator& generator : kGenerators) {
+        if (!runs(generator))
+            continue;
         if (ticket < generator.weight)
             return generator;
         ticket -= generator.weight;
     }
-    return kGenerators.back();
+    return kGenerators.front();
 }
 
 // ---- running a call on both editions ------------------------------------------------------
@@ -2014,9 +3053,28 @@ const char kWholeState[] =
     " UNION ALL SELECT 'unlogged', * FROM ratelimit.key_state_unlogged"
     " ORDER BY engine, policy, key";
 
+// The two databases a call is made in, one of each edition: the editions alone (app ""), for
+// the native and policy calls, or with one app's drop-ins; and what their sessions were last
+// set to, so that a setting is sent only when it changes.
+struct Editions {
+    Editions(std::string app_name, const std::string& c_conninfo, const std::string& sql_conninfo)
+        : app(std::move(app_name)),
+          c_edition(app.empty() ? "C edition" : "C edition (" + app + ")", c_conninfo),
+          sql_edition(app.empty() ? "SQL edition" : "SQL edition (" + app + ")", sql_conninfo) {}
+
+    std::string app;
+    Database c_edition;
+    Database sql_edition;
+    std::string clock_set;  // the test clock both sessions hold ("": not known)
+    std::vector<std::pair<std::string, std::string>> settings_set;  // the drop-ins' settings
+};
+
 // What one edition did in a step.
 struct Side {
-    Outcome clock;  // SET ratelimit.test_clock
+    Outcome clock;       // SET ratelimit.test_clock
+    Outcome settings;    // the drop-ins' settings
+    Outcome role;        // SET ROLE
+    Outcome reset_role;  // RESET ROLE after the call
     Outcome call;
     Outcome state;  // the state rows of the call's keys
 };
@@ -2028,33 +3086,80 @@ struct Step {
     std::string difference;  // "" when the editions agree
 };
 
-// Runs `call` on both editions, at `clock`: the clock set, the call, the state rows of its keys,
-// all sent to both databases before either is read, so that the two servers work at once.
-Step run_step(Database& c_edition, Database& sql_edition, const Call& call,
-              const std::string& clock, bool set_clock) {
+// The statement that sets the drop-ins' settings, each for the session.
+std::string settings_sql(std::size_t count) {
+    std::string sql = "SELECT ";
+    for (std::size_t i = 0; i < count; ++i)
+        sql += (i > 0 ? ", " : "") + std::string("pg_catalog.set_config($") +
+               std::to_string(2 * i + 1) + ", $" + std::to_string(2 * i + 2) + ", false)";
+    return sql;
+}
+
+std::vector<Value> settings_params(const Call& call) {
+    std::vector<Value> params;
+    for (const auto& [name, value] : call.settings) {
+        params.push_back(name);
+        params.push_back(value);
+    }
+    return params;
+}
+
+// Runs `call` on both editions of its pair, at `clock`: the clock and the drop-ins' settings set
+// (when they changed), the role taken, the call, the role given back, the state rows of its
+// keys, all sent to both databases before either is read, so that the two servers work at once.
+Step run_step(Editions& editions, const Call& call, const std::string& clock) {
     Step step;
     step.clock_sql = "SET ratelimit.test_clock = " + literal(clock);
+    // The settings stay from the step before (each is set in a transaction of its own).
+    const bool set_clock = clock != editions.clock_set;
+    const bool set_settings = !call.settings.empty() && call.settings != editions.settings_set;
+    const bool set_role = !call.role.empty();
     std::vector<Value> keys(call.keys.begin(), call.keys.end());
     std::vector<Value> policies(call.policies.begin(), call.policies.end());
     const bool by_policy = !call.policies.empty();
-    const std::vector<Value> state_params = by_policy
+    const std::string state_sql = !call.state_sql.empty() ? call.state_sql
+                                  : by_policy             ? kPolicyState
+                                                          : kKeyState;
+    const std::vector<Value> state_params = !call.state_sql.empty() ? call.state_params
+                                            : by_policy
                                                 ? std::vector<Value>{array_text(policies)}
                                                 : std::vector<Value>{call.policy, array_text(keys)};
-    for (Database* database : {&c_edition, &sql_edition}) {
+    for (Database* database : {&editions.c_edition, &editions.sql_edition}) {
         if (set_clock)
             database->send(step.clock_sql, {});
+        if (set_settings)
+            database->send(settings_sql(call.settings.size()), settings_params(call));
+        if (set_role)
+            database->send("SELECT pg_catalog.set_config('role', $1, false)", {call.role});
         database->send(call.sql, call.params);
-        database->send(by_policy ? kPolicyState : kKeyState, state_params);
+        if (set_role)
+            database->send("RESET ROLE", {});
+        database->send(state_sql, state_params);
     }
-    for (auto [database, side] : {std::pair<Database*, Side*>{&c_edition, &step.c},
-                                  std::pair<Database*, Side*>{&sql_edition, &step.sql}}) {
+    for (auto [database, side] : {std::pair<Database*, Side*>{&editions.c_edition, &step.c},
+                                  std::pair<Database*, Side*>{&editions.sql_edition, &step.sql}}) {
         if (set_clock)
             side->clock = database->receive();
+        if (set_settings)
+            side->settings = database->receive();
+        if (set_role)
+            side->role = database->receive();
         side->call = database->receive();
+        if (set_role)
+            side->reset_role = database->receive();
         side->state = database->receive();
     }
+    editions.clock_set = step.c.clock.error ? "" : clock;
+    if (set_settings)
+        editions.settings_set = step.c.settings.error
+                                    ? std::vector<std::pair<std::string, std::string>>{}
+                                    : call.settings;
     if (!step.c.clock.same(step.sql.clock)) {
         step.difference = "setting the clock";
+    } else if (!step.c.settings.same(step.sql.settings)) {
+        step.difference = "setting the drop-ins' settings";
+    } else if (!step.c.role.same(step.sql.role) || !step.c.reset_role.same(step.sql.reset_role)) {
+        step.difference = "setting the role";
     } else if (call.memory) {
         // The C edition decides; the SQL edition, which has no memory engine, must say so (or
         // refuse a bad argument as the C edition does).
@@ -2079,20 +3184,43 @@ struct Counts {
     double seconds = 0;  // spent in its steps, both editions at once
 };
 
-// Whether an answer holds a denial: a decision, an array of them, or allow's false.
-bool denies(const std::string& function, const Outcome& answer) {
-    if (answer.error || answer.rows.size() != 1 || answer.rows[0].size() != 1 || !answer.rows[0][0])
+// Whether an answer holds a denial: a decision, an array of them, allow's false, or a drop-in's
+// (false, its allowed column false, or its jsonb's).
+bool denies(const Call& call, const Outcome& answer) {
+    if (answer.error || answer.rows.size() != 1 || answer.rows[0].empty() || !answer.rows[0][0])
         return false;
     const std::string& text = *answer.rows[0][0];
-    return (function == "allow" && text == "f") || text.rfind("(f,", 0) == 0 ||
-           (function == "check_http" && text.find("\"allowed\": false") != std::string::npos) ||
+    if (!call.app.empty())
+        return (call.policies.empty() && text == "f") ||
+               text.find("\"allowed\": false") != std::string::npos;
+    if (answer.rows[0].size() != 1)
+        return false;
+    return (call.function == "allow" && text == "f") || text.rfind("(f,", 0) == 0 ||
+           (call.function == "check_http" &&
+            text.find("\"allowed\": false") != std::string::npos) ||
            text.find("\"(f,") != std::string::npos;
+}
+
+// What a call is counted as: its function, or for a drop-in the app's and its function's.
+std::string counted_as(const Call& call) {
+    return call.app.empty() ? call.function : call.app + ": " + call.function;
+}
+
+// How a drop-in call's session differs from the connection's, for reading.
+std::string session_text(const Call& call) {
+    std::string text;
+    for (const auto& [name, value] : call.settings)
+        text += (text.empty() ? "" : ", ") + name + " = " + literal(value, 120);
+    if (!call.role.empty())
+        text += (text.empty() ? "" : ", ") + std::string("role = ") + call.role;
+    return text;
 }
 
 // A step, kept a while so that a difference can be shown with the calls on its keys before it.
 struct Record {
     long step = 0;
     std::string clock;
+    std::string app;
     std::string sql;
     std::vector<std::string> keys;
     std::string answer;  // the C edition's
@@ -2112,7 +3240,12 @@ void report_difference(long number, std::uint64_t seed, const Call& call, const 
                        const std::deque<Record>& history) {
     std::cout << "\ndifferential: the editions differ in " << step.difference << " at step "
               << number << " (seed " << seed << ")\n";
+    if (!call.app.empty())
+        std::cout << "  databases: " << call.app << "'s (ratelimit_" << call.app
+                  << ", ratelimit_sql_" << call.app << ")\n";
     std::cout << "  clock: " << step.clock_sql << "\n";
+    if (!call.app.empty() && !call.settings.empty())
+        std::cout << "  session: " << session_text(call) << "\n";
     std::cout << "  call:  " << call.sql << "\n";
     for (std::size_t i = 0; i < call.params.size(); ++i)
         std::cout << "         $" << i + 1 << " = " << literal(call.params[i]) << "\n";
@@ -2121,8 +3254,14 @@ void report_difference(long number, std::uint64_t seed, const Call& call, const 
          {std::pair<const char*, const Side*>{"C edition", &step.c},
           std::pair<const char*, const Side*>{"SQL edition", &step.sql}}) {
         std::cout << "  " << label << ":\n";
-        if (side->clock.error)
-            std::cout << "    clock: " << side->clock.text() << "\n";
+        for (const auto& [what, outcome] :
+             {std::pair<const char*, const Outcome*>{"clock", &side->clock},
+              {"settings", &side->settings},
+              {"role", &side->role},
+              {"RESET ROLE", &side->reset_role}}) {
+            if (outcome->error)
+                std::cout << "    " << what << ": " << outcome->text() << "\n";
+        }
         std::cout << "    answer: " << side->call.text("            ") << "\n";
         if (!side->call.details.empty())
             std::cout << "            (" << side->call.details << ")\n";
@@ -2136,7 +3275,8 @@ void report_difference(long number, std::uint64_t seed, const Call& call, const 
     std::vector<const Record*> earlier;
     for (auto record = history.rbegin(); record != history.rend() && earlier.size() < 12;
          ++record) {
-        if (std::any_of(record->keys.begin(), record->keys.end(),
+        if (record->app == call.app &&
+            std::any_of(record->keys.begin(), record->keys.end(),
                         [&](const std::string& key) { return keys.count(key) > 0; }))
             earlier.push_back(&*record);
     }
@@ -2151,12 +3291,11 @@ void report_difference(long number, std::uint64_t seed, const Call& call, const 
 }
 
 // Every state row on both editions; the rows only one of them holds, or "" when they agree.
-std::string whole_state_difference(Database& c_edition, Database& sql_edition,
-                                   const char* query = kWholeState) {
-    c_edition.send(query, {});
-    sql_edition.send(query, {});
-    const Outcome c_rows = c_edition.receive();
-    const Outcome sql_rows = sql_edition.receive();
+std::string whole_state_difference(Editions& editions, const std::string& query) {
+    editions.c_edition.send(query, {});
+    editions.sql_edition.send(query, {});
+    const Outcome c_rows = editions.c_edition.receive();
+    const Outcome sql_rows = editions.sql_edition.receive();
     if (c_rows.same(sql_rows))
         return "";
     if (c_rows.error || sql_rows.error)
@@ -2204,9 +3343,11 @@ std::uint64_t seed_setting() {
     return seed;
 }
 
-// The session both editions decide in; the server, the editions and the clock checked before
-// anything is compared.
-void prepare(Database& c_edition, Database& sql_edition) {
+// The session both editions of a pair decide in; the server, the editions (and the app's
+// drop-ins) and the clock checked before anything is compared.
+void prepare(Editions& editions) {
+    Database& c_edition = editions.c_edition;
+    Database& sql_edition = editions.sql_edition;
     for (Database* database : {&c_edition, &sql_edition}) {
         database->checked("SET TimeZone = 'UTC'");
         database->checked("SET DateStyle = 'ISO, YMD'");
@@ -2221,11 +3362,33 @@ void prepare(Database& c_edition, Database& sql_edition) {
                          "'ratelimit'")
                 .rows.at(0)
                 .at(0) != Value("1"))
-        throw std::runtime_error(
-            "the first database must have the C edition (CREATE EXTENSION "
-            "ratelimit), and not the SQL edition");
+        throw std::runtime_error(c_edition.label() +
+                                 ": the database must have the C edition (CREATE EXTENSION "
+                                 "ratelimit), and not the SQL edition");
     if (sql_edition.checked(sql_edition_installed).rows.at(0).at(0) != Value("t"))
-        throw std::runtime_error("the second database must have the SQL edition (ratelimit_sql)");
+        throw std::runtime_error(sql_edition.label() +
+                                 ": the database must have the SQL edition (ratelimit_sql)");
+    std::string app_table;
+    if (!editions.app.empty()) {
+        const auto app = drop_in_apps().find(editions.app);
+        if (app == drop_in_apps().end())
+            throw std::runtime_error("no app " + editions.app +
+                                     " (rpc_limits, endpoint_limits or sliding_window_limits)");
+        app_table = "public." + app->second.table;
+        if (c_edition
+                .checked("SELECT count(*) FROM pg_catalog.pg_extension WHERE extname = $1",
+                         {"ratelimit_" + editions.app})
+                .rows.at(0)
+                .at(0) != Value("1"))
+            throw std::runtime_error(c_edition.label() + ": the database must have ratelimit_" +
+                                     editions.app);
+        if (sql_edition.checked("SELECT pg_catalog.to_regclass($1) IS NOT NULL", {app_table})
+                .rows.at(0)
+                .at(0) != Value("t"))
+            throw std::runtime_error(sql_edition.label() +
+                                     ": the database must have ratelimit_sql_" + editions.app +
+                                     " (its plain file)");
+    }
     const std::string clock = clock_text(kClockStart);
     for (Database* database : {&c_edition, &sql_edition}) {
         database->checked("SET ratelimit.test_clock = " + literal(clock));
@@ -2237,6 +3400,10 @@ void prepare(Database& c_edition, Database& sql_edition) {
                 ": ratelimit.clock_now() does not read ratelimit.test_clock (the SQL edition "
                 "reads it once its owner has run SELECT ratelimit.use_test_clock(true))");
         database->checked("TRUNCATE ratelimit.key_state, ratelimit.key_state_unlogged");
+        if (!app_table.empty()) {
+            database->checked("TRUNCATE " + app_table);
+            continue;
+        }
         // The pool's policies and tiers exist from the start (policy_row_call and tier_row_call
         // change and delete them), so that most policy calls decide rather than fail.
         database->checked(
@@ -2250,6 +3417,7 @@ void prepare(Database& c_edition, Database& sql_edition) {
             " FROM unnest($1::text[]) AS name ON CONFLICT DO NOTHING",
             {array_text(std::vector<Value>(kTierNames.begin(), kTierNames.end()))});
     }
+    editions.clock_set = clock;
 }
 
 Midnights local_midnights(Database& database) {
@@ -2283,51 +3451,76 @@ Midnights local_midnights(Database& database) {
     return midnights;
 }
 
-int run(const std::string& c_conninfo, const std::string& sql_conninfo) {
+// The databases of a run: by app ("": the editions alone).
+using Pairs = std::map<std::string, std::unique_ptr<Editions>>;
+
+// The whole state tables, the denial log and (for an app) the app's table of every pair; the
+// rows only one edition holds, or "" when they agree.
+std::string whole_difference(Pairs& pairs) {
+    for (auto& [app, editions] : pairs) {
+        std::vector<std::string> queries = {kWholeState, kWholeDenialLog};
+        if (!app.empty())
+            queries.push_back(drop_in_apps().at(app).whole_table);
+        for (const std::string& query : queries) {
+            const std::string difference = whole_state_difference(*editions, query);
+            if (!difference.empty())
+                return "  in " +
+                       (app.empty() ? std::string("the editions' own databases")
+                                    : app + "'s databases") +
+                       ": " + query + "\n" + difference;
+        }
+    }
+    return "";
+}
+
+int run(const std::vector<std::string>& arguments) {
     const long steps = setting("DIFFERENTIAL_STEPS", 100000);
     const std::uint64_t seed = seed_setting();
     std::cout << "differential: " << steps << " steps, seed " << seed
               << " (DIFFERENTIAL_SEED=" << seed << " replays this run)" << std::endl;
-    Database c_edition("C edition", c_conninfo);
-    Database sql_edition("SQL edition", sql_conninfo);
-    prepare(c_edition, sql_edition);
-    Context context(seed, local_midnights(c_edition));
+    Pairs pairs;
+    std::set<std::string> apps;
+    pairs[""] = std::make_unique<Editions>("", arguments.at(0), arguments.at(1));
+    for (std::size_t i = 2; i < arguments.size(); i += 3) {
+        const std::string& app = arguments[i];
+        if (i + 2 >= arguments.size() || pairs.count(app) > 0)
+            throw std::runtime_error("each APP is given once, with its two conninfos: " + app);
+        pairs[app] = std::make_unique<Editions>(app, arguments[i + 1], arguments[i + 2]);
+        apps.insert(app);
+    }
+    for (auto& [app, editions] : pairs)
+        prepare(*editions);
+    Context context(seed, local_midnights(pairs.at("")->c_edition));
 
     std::map<std::string, Counts> counts;
     std::deque<Record> history;
-    std::string clock_set = clock_text(kClockStart);  // as prepare() left it
     const auto started = std::chrono::steady_clock::now();
     for (long number = 1; number <= steps; ++number) {
         Call call;
         if (context.queued.empty()) {
-            call = pick_generator(context.random).make(context);
+            call = pick_generator(context.random, apps).make(context);
         } else {
             call = std::move(context.queued.front());
             context.queued.pop_front();
         }
         context.move_clock(call);
         const std::string clock = call.clock.empty() ? clock_text(context.clock) : call.clock;
-        // The setting stays from the step before (it is set in a transaction of its own).
-        const bool set_clock = clock != clock_set;
-        clock_set = clock;
         Step step;
         const auto step_started = std::chrono::steady_clock::now();
         try {
-            step = run_step(c_edition, sql_edition, call, clock, set_clock);
+            step = run_step(*pairs.at(call.app), call, clock);
         } catch (const std::exception& error) {
             std::cout << "\ndifferential: step " << number << " (seed " << seed
                       << ") failed: " << error.what() << "\n  clock: " << clock
                       << "\n  as SQL: " << inline_sql(call) << ";\n";
             return 1;
         }
-        if (step.c.clock.error)
-            clock_set.clear();
-        Counts& count = counts[call.function];
+        Counts& count = counts[counted_as(call)];
         count.seconds +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - step_started).count();
         ++count.calls;
         count.errors += step.c.call.error ? 1 : 0;
-        count.denied += denies(call.function, step.c.call) ? 1 : 0;
+        count.denied += denies(call, step.c.call) ? 1 : 0;
         count.memory += call.memory ? 1 : 0;
         if (!step.difference.empty()) {
             report_difference(number, seed, call, step, history);
@@ -2336,16 +3529,17 @@ int run(const std::string& c_conninfo, const std::string& sql_conninfo) {
         std::string answer = step.c.call.text();
         if (answer.size() > 200)
             answer = answer.substr(0, 200) + "...";
-        history.push_back(Record{number, clock, inline_sql(call, 80), call.keys, answer});
+        std::string sql = inline_sql(call, 80);
+        if (!call.role.empty())
+            sql += " -- as " + call.role;
+        history.push_back(Record{number, clock, call.app, sql, call.keys, answer});
         if (history.size() > 2000)
             history.pop_front();
         if (number % kWholeStateEvery == 0 || number == steps) {
-            std::string difference = whole_state_difference(c_edition, sql_edition);
-            if (difference.empty())
-                difference = whole_state_difference(c_edition, sql_edition, kWholeDenialLog);
+            const std::string difference = whole_difference(pairs);
             if (!difference.empty()) {
-                std::cout << "\ndifferential: the editions' state tables or denial logs differ "
-                             "after step "
+                std::cout << "\ndifferential: the editions' state tables, apps' tables or denial "
+                             "logs differ after step "
                           << number << " (seed " << seed << ")\n"
                           << difference << "  replay: DIFFERENTIAL_SEED=" << seed
                           << " DIFFERENTIAL_STEPS=" << number
@@ -2358,11 +3552,14 @@ int run(const std::string& c_conninfo, const std::string& sql_conninfo) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
     Counts total;
+    int width = 14;
+    for (const auto& [function, count] : counts)
+        width = std::max(width, static_cast<int>(function.size()));
     std::printf("differential: %ld steps in %.1f s, the editions agree\n", steps, seconds);
-    std::printf("  %-14s %8s %8s %8s %8s %9s\n", "function", "calls", "errors", "denials", "memory",
-                "seconds");
+    std::printf("  %-*s %8s %8s %8s %8s %9s\n", width, "function", "calls", "errors", "denials",
+                "memory", "seconds");
     for (const auto& [function, count] : counts) {
-        std::printf("  %-14s %8ld %8ld %8ld %8ld %9.1f\n", function.c_str(), count.calls,
+        std::printf("  %-*s %8ld %8ld %8ld %8ld %9.1f\n", width, function.c_str(), count.calls,
                     count.errors, count.denied, count.memory, count.seconds);
         total.seconds += count.seconds;
         total.calls += count.calls;
@@ -2370,7 +3567,7 @@ int run(const std::string& c_conninfo, const std::string& sql_conninfo) {
         total.denied += count.denied;
         total.memory += count.memory;
     }
-    std::printf("  %-14s %8ld %8ld %8ld %8ld %9.1f\n", "all", total.calls, total.errors,
+    std::printf("  %-*s %8ld %8ld %8ld %8ld %9.1f\n", width, "all", total.calls, total.errors,
                 total.denied, total.memory, total.seconds);
     std::printf("  %ld of %ld calls raised an error (errors: the C edition's); seed %llu\n",
                 total.errors, total.calls, static_cast<unsigned long long>(seed));
@@ -2381,13 +3578,15 @@ int run(const std::string& c_conninfo, const std::string& sql_conninfo) {
 }  // namespace ratelimit_test
 
 int main(int argc, char** argv) {
-    if (argc != 3) {
-        std::cerr << "usage: differential_test C_EDITION_CONNINFO SQL_EDITION_CONNINFO\n"
+    if (argc < 3 || (argc - 3) % 3 != 0) {
+        std::cerr << "usage: differential_test C_EDITION_CONNINFO SQL_EDITION_CONNINFO"
+                     " [APP C_CONNINFO SQL_CONNINFO]...\n"
+                     "  APP: rpc_limits, endpoint_limits or sliding_window_limits\n"
                      "  DIFFERENTIAL_STEPS (100000), DIFFERENTIAL_SEED (random; printed)\n";
         return 2;
     }
     try {
-        return ratelimit_test::run(argv[1], argv[2]);
+        return ratelimit_test::run(std::vector<std::string>(argv + 1, argv + argc));
     } catch (const std::exception& error) {
         std::cerr << "differential: " << error.what() << "\n";
         return 2;

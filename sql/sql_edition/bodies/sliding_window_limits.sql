@@ -112,7 +112,9 @@ BEGIN
         current_count := counted + p_cost;
         retry_after := 0;
     ELSE
-        current_count := counted;
+        -- A count past 2^31 - 1 (buckets summed under a longer window than they were counted
+        -- in) stops there, as the other apps' counts do.
+        current_count := LEAST(counted, 2147483647);
         -- Until the bucket that lets the call fit has left the window, in whole seconds rounded
         -- up, at least 1.
         wait_micros := (EXTRACT(epoch FROM first_fit) * 1000000)::bigint
@@ -279,9 +281,9 @@ BEGIN
             counts[i] := counts[i] - 1;
         END IF;
     END LOOP;
-    global_count := counts[1];
-    ip_count := counts[2];
-    email_count := counts[3];
+    global_count := LEAST(counts[1], 2147483647);
+    ip_count := LEAST(counts[2], 2147483647);
+    email_count := LEAST(counts[3], 2147483647);
     RETURN NEXT;
 END
 $$;

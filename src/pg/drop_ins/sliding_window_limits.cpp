@@ -296,8 +296,10 @@ BucketKeyLimit key_limit(Datum key, std::int32_t limit, std::int32_t window_seco
     return BucketKeyLimit{key, window_seconds, SecondBuckets(limit, window), limit_name};
 }
 
+// A count past 2^31 - 1 (buckets summed under a longer window than they were counted in) stops
+// there, as the other apps' counts do, instead of wrapping to a negative count.
 Datum int_datum(std::int64_t value) {
-    return Int32GetDatum(static_cast<std::int32_t>(value));
+    return Int32GetDatum(static_cast<std::int32_t>(std::min<std::int64_t>(value, PG_INT32_MAX)));
 }
 
 }  // namespace
