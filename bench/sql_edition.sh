@@ -2,9 +2,8 @@
 # Benchmark of the SQL edition against the C edition: the same calls in two databases of one
 # server, one per edition (the C edition's extension; the SQL edition from its plain file), 8
 # clients: consume on the table and unlogged engines, one hot key and over 10,000 keys, and
-# check_http on a policy, each against the SELECT 1 floor; the least a PL/pgSQL function writing
-# the table engine costs (one UPDATE of a key's row); and each app's drop-ins on the SQL edition
-# against that app's own plpgsql limiter.
+# check_http on a policy, each against the SELECT 1 floor; and each app's drop-ins on the SQL
+# edition against that app's own plpgsql limiter.
 # A benchmark, not a test: it fails only when the benchmark itself is broken, never on a timing.
 #
 # Run as root from the repository root:  BENCH_SECONDS=15 bash bench/sql_edition.sh
@@ -46,10 +45,6 @@ for script in consume_table_hot consume_table_10k consume_unlogged_hot consume_u
     edition_case c "$script" "$script.sql"
     edition_case sql "$script" "$script.sql"
 done
-# What any PL/pgSQL function writing a decision pays on the table engine: one UPDATE of the key's
-# row (made by consume_table_10k), nothing checked or decided, in a SECURITY DEFINER function with
-# its search_path pinned, as the SQL edition's functions are (setup.sql).
-edition_case sql update_only_table_10k update_only_table_10k.sql
 
 # Each app's drop-ins on the SQL edition against that app's own plpgsql limiter, over 10,000
 # users, in a database per app (the per-RPC and sliding-window apps' check_rate_limit share a
@@ -89,9 +84,6 @@ table="$(
     row '`consume`, unlogged engine, one key' consume_unlogged_hot
     row '`consume`, unlogged engine, 10k keys' consume_unlogged_10k
     row '`check_http`, one policy (table engine), 10k subjects' check_http
-    printf '| PL/pgSQL floor on the table engine: one `UPDATE` of the row, nothing decided, 10k keys | | %.0f | | %s | %s |\n' \
-        "${tps[sql_update_only_table_10k]}" "$(ratio "${tps[sql_update_only_table_10k]}" "${tps[select1]}" 3)" \
-        "$(ratio "${tps[sql_update_only_table_10k]}" "${tps[c_consume_table_10k]}" 2)"
     echo
     echo "| each app's drop-ins, 10k users | SQL edition TPS | the app's own plpgsql TPS | SQL edition / the app's own |"
     echo "|---|---:|---:|---:|"
