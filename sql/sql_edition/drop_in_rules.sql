@@ -373,3 +373,43 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- The per-RPC drop-in's arguments (p_rpc_name, p_max_calls, p_window_minutes) checked in the C
+-- edition's order, with its errors: its calls come here only when the arguments fail the one
+-- test usual values pass.
+CREATE FUNCTION ratelimit.drop_in_rpc_arguments(p_rpc_name text, p_max_calls integer,
+                                                p_window_minutes integer)
+RETURNS void
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    IF p_rpc_name IS NULL THEN
+        RAISE EXCEPTION 'p_rpc_name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF pg_catalog.octet_length(p_rpc_name) = 0 THEN
+        RAISE EXCEPTION 'p_rpc_name must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.octet_length(p_rpc_name) > 256 THEN
+        RAISE EXCEPTION 'p_rpc_name must be at most 256 bytes long, got %', pg_catalog.octet_length(p_rpc_name)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_calls IS NULL THEN
+        RAISE EXCEPTION 'p_max_calls must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_window_minutes IS NULL THEN
+        RAISE EXCEPTION 'p_window_minutes must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_max_calls <= 0 THEN
+        RAISE EXCEPTION 'p_max_calls must be greater than zero, got %', p_max_calls
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window_minutes <= 0 THEN
+        RAISE EXCEPTION 'p_window_minutes must be greater than zero, got %', p_window_minutes
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window_minutes > 525600 THEN
+        RAISE EXCEPTION 'p_window_minutes must be at most 525600 (365 days), got %', p_window_minutes
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;

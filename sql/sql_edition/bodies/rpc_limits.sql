@@ -20,37 +20,10 @@ DECLARE
     counted bigint;
 BEGIN
     -- Arguments of usual values pass one test; any others meet every check in the C edition's
-    -- order.
+    -- order (ratelimit.drop_in_rpc_arguments).
     IF (octet_length(p_rpc_name) BETWEEN 1 AND 256 AND p_max_calls > 0
         AND p_window_minutes BETWEEN 1 AND 525600) IS NOT TRUE THEN
-        IF p_rpc_name IS NULL THEN
-            RAISE EXCEPTION 'p_rpc_name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF octet_length(p_rpc_name) = 0 THEN
-            RAISE EXCEPTION 'p_rpc_name must not be empty' USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF octet_length(p_rpc_name) > 256 THEN
-            RAISE EXCEPTION 'p_rpc_name must be at most 256 bytes long, got %', octet_length(p_rpc_name)
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_max_calls IS NULL THEN
-            RAISE EXCEPTION 'p_max_calls must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_window_minutes IS NULL THEN
-            RAISE EXCEPTION 'p_window_minutes must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_max_calls <= 0 THEN
-            RAISE EXCEPTION 'p_max_calls must be greater than zero, got %', p_max_calls
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_window_minutes <= 0 THEN
-            RAISE EXCEPTION 'p_window_minutes must be greater than zero, got %', p_window_minutes
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_window_minutes > 525600 THEN
-            RAISE EXCEPTION 'p_window_minutes must be at most 525600 (365 days), got %', p_window_minutes
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
+        PERFORM ratelimit.drop_in_rpc_arguments(p_rpc_name, p_max_calls, p_window_minutes);
     END IF;
     chosen := ratelimit.drop_in_limit(ARRAY['p_rpc_name', 'p_max_calls', 'p_window_minutes'], 'rpc.',
                                       p_rpc_name, 60000000, p_max_calls, p_window_minutes);
@@ -104,40 +77,13 @@ DECLARE
     counted bigint;
 BEGIN
     -- Arguments of usual values pass one test; any others meet every check in the C edition's
-    -- order.
+    -- order (ratelimit.drop_in_rpc_arguments).
     IF (p_user_id IS NOT NULL AND octet_length(p_rpc_name) BETWEEN 1 AND 256 AND p_max_calls > 0
         AND p_window_minutes BETWEEN 1 AND 525600) IS NOT TRUE THEN
         IF p_user_id IS NULL THEN
             RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
         END IF;
-        IF p_rpc_name IS NULL THEN
-            RAISE EXCEPTION 'p_rpc_name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF octet_length(p_rpc_name) = 0 THEN
-            RAISE EXCEPTION 'p_rpc_name must not be empty' USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF octet_length(p_rpc_name) > 256 THEN
-            RAISE EXCEPTION 'p_rpc_name must be at most 256 bytes long, got %', octet_length(p_rpc_name)
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_max_calls IS NULL THEN
-            RAISE EXCEPTION 'p_max_calls must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_window_minutes IS NULL THEN
-            RAISE EXCEPTION 'p_window_minutes must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_max_calls <= 0 THEN
-            RAISE EXCEPTION 'p_max_calls must be greater than zero, got %', p_max_calls
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_window_minutes <= 0 THEN
-            RAISE EXCEPTION 'p_window_minutes must be greater than zero, got %', p_window_minutes
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_window_minutes > 525600 THEN
-            RAISE EXCEPTION 'p_window_minutes must be at most 525600 (365 days), got %', p_window_minutes
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
+        PERFORM ratelimit.drop_in_rpc_arguments(p_rpc_name, p_max_calls, p_window_minutes);
     END IF;
     chosen := ratelimit.drop_in_limit(ARRAY['p_rpc_name', 'p_max_calls', 'p_window_minutes'], 'rpc.',
                                       p_rpc_name, 60000000, p_max_calls, p_window_minutes);
