@@ -25,6 +25,7 @@ CORE_OBJS = \
 	src/core/memory_store.o \
 	src/core/memory_store_saved.o \
 	src/core/metrics_text.o \
+	src/core/partition_key.o \
 	src/core/offender_table.o \
 	src/core/policy.o \
 	src/core/policy_decision.o \

@@ -100,100 +100,15 @@ CREATE TYPE ratelimit.policy_outcome AS (
 -- Text of the HTTP fields (src/core/http_fields.cpp)
 ------------------------------------------------------------------------------------------------
 
--- The pk parameter: SipHash-2-4 with 128-bit output (src/core/key_hash.cpp) of the policy's name,
--- a NUL and the subject as given, keyed with the first 16 bytes of the secret, its first 12
--- output bytes as an sf-binary. 64-bit words are bigints: a sum is formed from halves so that it
--- wraps instead of overflowing, and a rotation masks the sign bits an arithmetic shift brings.
+-- The pk parameter (src/core/partition_key.cpp): the first 12 bytes of SHA-256 over the secret,
+-- the policy's name, a zero byte and the subject as given, as an sf-binary.
 CREATE FUNCTION ratelimit.policy_partition_key(p_secret bytea, p_policy text, p_subject text)
 RETURNS text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
 AS $$
-DECLARE
-    -- The name, a NUL (which text cannot hold: set in place of the space) and the subject.
-    message constant bytea := pg_catalog.set_byte(
-        pg_catalog.convert_to(p_policy || ' ' || p_subject, pg_catalog.getdatabaseencoding()),
-        pg_catalog.octet_length(p_policy), 0);
-    total constant integer := pg_catalog.octet_length(message);
-    -- Message words are read from their bytes (the key's too): byte i of a little-endian word at
-    -- `at` is bits 8i to 8i + 7.
-    words constant integer := total / 8 + 1;
-    input bytea := p_secret;
-    at integer := 0;
-    m bigint;
-    k0 bigint;
-    v0 bigint;
-    v1 bigint;
-    v2 bigint;
-    v3 bigint;
-    low bigint;
-BEGIN
-    -- Steps 1 and 2 read k0 and k1; then per message word, two rounds; then eight rounds, the
-    -- output words after the fourth and the eighth.
-    FOR step IN 1 .. 2 + words * 3 + 8 LOOP
-        IF step <= 2 OR (step - 3) % 3 = 0 AND step < 3 + words * 3 THEN
-            IF step = 3 THEN
-                input := message;
-                at := 0;
-            END IF;
-            IF at + 8 <= pg_catalog.octet_length(input) THEN
-                m := pg_catalog.get_byte(input, at)::bigint | (pg_catalog.get_byte(input, at + 1)::bigint << 8)
-                     | (pg_catalog.get_byte(input, at + 2)::bigint << 16) | (pg_catalog.get_byte(input, at + 3)::bigint << 24)
-                     | (pg_catalog.get_byte(input, at + 4)::bigint << 32) | (pg_catalog.get_byte(input, at + 5)::bigint << 40)
-                     | (pg_catalog.get_byte(input, at + 6)::bigint << 48) | (pg_catalog.get_byte(input, at + 7)::bigint << 56);
-            ELSE
-                -- The last word: the bytes left and, in its top byte, the length mod 256.
-                m := (total & 255)::bigint << 56;
-                FOR i IN 0 .. total - at - 1 LOOP
-                    m := m | (pg_catalog.get_byte(input, at + i)::bigint << (8 * i));
-                END LOOP;
-            END IF;
-            at := at + 8;
-            IF step = 1 THEN
-                k0 := m;
-                CONTINUE;
-            ELSIF step = 2 THEN
-                -- "somepseudorandomlygeneratedbytes"; the 128-bit variant flips v1 with 0xee.
-                v0 := k0 # 8317987319222330741;
-                v1 := m # 7237128888997146477 # 238;
-                v2 := k0 # 7816392313619706465;
-                v3 := m # 8387220255154660723;
-                CONTINUE;
-            END IF;
-            v3 := v3 # m;
-            CONTINUE;
-        END IF;
-        IF step = 3 + words * 3 THEN
-            v2 := v2 # 238;
-        ELSIF step = 7 + words * 3 THEN
-            low := v0 # v1 # v2 # v3;
-            v1 := v1 # 221;
-        END IF;
-        -- One round. A sum of 64-bit words is formed from halves, so that it wraps instead of
-        -- overflowing; a rotation masks the sign bits an arithmetic shift brings.
-        v0 := (((v0 >> 1) + (v1 >> 1) + (v0 & v1 & 1)) << 1) | ((v0 # v1) & 1);
-        v1 := ((v1 << 13) | ((v1 >> 51) & 8191)) # v0;
-        v0 := (v0 << 32) | ((v0 >> 32) & 4294967295);
-        v2 := (((v2 >> 1) + (v3 >> 1) + (v2 & v3 & 1)) << 1) | ((v2 # v3) & 1);
-        v3 := ((v3 << 16) | ((v3 >> 48) & 65535)) # v2;
-        v0 := (((v0 >> 1) + (v3 >> 1) + (v0 & v3 & 1)) << 1) | ((v0 # v3) & 1);
-        v3 := ((v3 << 21) | ((v3 >> 43) & 2097151)) # v0;
-        v2 := (((v2 >> 1) + (v1 >> 1) + (v2 & v1 & 1)) << 1) | ((v2 # v1) & 1);
-        v1 := ((v1 << 17) | ((v1 >> 47) & 131071)) # v2;
-        v2 := (v2 << 32) | ((v2 >> 32) & 4294967295);
-        IF step < 3 + words * 3 AND (step - 3) % 3 = 2 THEN
-            v0 := v0 # m;
-        END IF;
-    END LOOP;
-    -- The first 12 output bytes, little-endian (int8send writes big-endian: each word swapped).
-    v3 := v0 # v1 # v2 # v3;
-    RETURN ':' || pg_catalog.encode(pg_catalog.substring(
-        pg_catalog.int8send(((low & 255) << 56) | (((low >> 8) & 255) << 48) | (((low >> 16) & 255) << 40)
-                            | (((low >> 24) & 255) << 32) | (((low >> 32) & 255) << 24)
-                            | (((low >> 40) & 255) << 16) | (((low >> 48) & 255) << 8) | ((low >> 56) & 255))
-        || pg_catalog.int8send(((v3 & 255) << 56) | (((v3 >> 8) & 255) << 48)
-                               | (((v3 >> 16) & 255) << 40) | (((v3 >> 24) & 255) << 32)),
-        1, 12), 'base64') || ':';
-END
+SELECT ':' || pg_catalog.encode(pg_catalog.substring(pg_catalog.sha256(
+           p_secret || pg_catalog.convert_to(p_policy, pg_catalog.getdatabaseencoding()) || '\x00'::bytea
+           || pg_catalog.convert_to(p_subject, pg_catalog.getdatabaseencoding())), 1, 12), 'base64') || ':'
 $$;
 
 -- An sf-string (RFC 8941): " and \ escaped; every byte outside 0x20..0x7E, and % itself, as %XX.
@@ -310,6 +225,7 @@ DECLARE
     unit constant text := CASE WHEN p_unit IS NULL AND p_reason IN ('leased', 'concurrency_limited')
                                THEN 'concurrent-requests' ELSE p_unit END;
     wait_ms constant bigint := CASE WHEN coalesce(p_allowed, false) THEN p_reset_after_ms ELSE p_retry_after_ms END;
+    policy_field text;
     reset_at numeric;
     reset text;
     seconds bigint;
@@ -317,42 +233,58 @@ BEGIN
     IF p_limit IS NULL THEN
         RETURN '{}';
     END IF;
-    IF wait_ms IS NOT NULL THEN
-        IF p_decided_at IS NOT NULL THEN
-            -- The instant shown, rounded up to the millisecond: a retry then is allowed.
-            reset_at := p_decided_at::numeric + wait_ms::numeric * 1000;
-            IF reset_at > 9223372036854775807 THEN
-                RAISE EXCEPTION 'timestamp out of range' USING ERRCODE = 'datetime_field_overflow';
-            END IF;
-            reset_at := pg_catalog.ceil(reset_at / 1000) * 1000;
-            reset := CASE WHEN p_unix THEN pg_catalog.ceil(reset_at / 1000000)::bigint::text
-                          WHEN reset_at >= 0 AND reset_at < 253402300800000000
-                          THEN pg_catalog.to_char((pg_catalog.to_timestamp(pg_catalog.div(reset_at, 1000000))
-                                                   + (reset_at % 1000000)::bigint * interval '1 microsecond') AT TIME ZONE 'UTC',
-                                                  'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-                          ELSE ratelimit.policy_iso8601(reset_at::bigint) END;
+    policy_field := name || ';q=' || p_limit
+        || CASE WHEN unit IS NULL OR unit IN ('', 'requests') THEN '' ELSE ';qu=' || ratelimit.policy_sf_string(unit) END
+        || CASE WHEN p_period_ms IS NULL THEN ''
+                ELSE ';w=' || (p_period_ms / 1000 + CASE WHEN p_period_ms % 1000 <> 0 AND p_period_ms > 0 THEN 1 ELSE 0 END) END
+        || key_parameter || coalesce(p_other_policies, '');
+    IF wait_ms IS NULL THEN
+        RETURN pg_catalog.jsonb_build_object(
+            'X-RateLimit-Limit', p_limit::text,
+            'X-RateLimit-Remaining', remaining::text,
+            'RateLimit-Policy', policy_field);
+    END IF;
+    IF p_decided_at BETWEEN 0 AND 4503599627370496 AND wait_ms BETWEEN 0 AND 4503599627370 THEN
+        -- The instant shown, rounded up to the millisecond: a retry then is allowed. Its
+        -- microseconds are below 2^53, so a double holds them exactly.
+        reset := CASE WHEN p_unix THEN ((p_decided_at + wait_ms * 1000 + 999999) / 1000000)::text
+                      ELSE pg_catalog.to_char(timestamp '1970-01-01'
+                                              + ((p_decided_at + wait_ms * 1000 + 999) / 1000 * 1000) * interval '1 microsecond',
+                                              'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END;
+    ELSIF p_decided_at IS NOT NULL THEN
+        reset_at := p_decided_at::numeric + wait_ms::numeric * 1000;
+        IF reset_at > 9223372036854775807 THEN
+            RAISE EXCEPTION 'timestamp out of range' USING ERRCODE = 'datetime_field_overflow';
         END IF;
-        -- The reported policy's t and Retry-After are one number, at least 1 for a denial.
-        seconds := wait_ms / 1000 + CASE WHEN wait_ms % 1000 <> 0 AND wait_ms > 0 THEN 1 ELSE 0 END;
-        IF NOT coalesce(p_allowed, false) AND seconds < 1 THEN
-            seconds := 1;
-        END IF;
+        reset_at := pg_catalog.ceil(reset_at / 1000) * 1000;
+        reset := CASE WHEN p_unix THEN pg_catalog.ceil(reset_at / 1000000)::bigint::text
+                      WHEN reset_at >= 0 AND reset_at < 253402300800000000
+                      THEN pg_catalog.to_char((pg_catalog.to_timestamp(pg_catalog.div(reset_at, 1000000))
+                                               + (reset_at % 1000000)::bigint * interval '1 microsecond') AT TIME ZONE 'UTC',
+                                              'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                      ELSE ratelimit.policy_iso8601(reset_at::bigint) END;
+    END IF;
+    -- The reported policy's t and Retry-After are one number, at least 1 for a denial.
+    seconds := wait_ms / 1000 + CASE WHEN wait_ms % 1000 <> 0 AND wait_ms > 0 THEN 1 ELSE 0 END;
+    IF NOT coalesce(p_allowed, false) AND seconds < 1 THEN
+        seconds := 1;
+    END IF;
+    -- One object built at once: a denial's has Retry-After too.
+    IF NOT coalesce(p_allowed, true) THEN
+        RETURN pg_catalog.jsonb_build_object(
+            'X-RateLimit-Limit', p_limit::text,
+            'X-RateLimit-Remaining', remaining::text,
+            'RateLimit-Policy', policy_field,
+            'X-RateLimit-Reset', reset,
+            'RateLimit', name || ';r=' || remaining || ';t=' || seconds || key_parameter || coalesce(p_other_fields, ''),
+            'Retry-After', seconds::text);
     END IF;
     RETURN pg_catalog.jsonb_build_object(
         'X-RateLimit-Limit', p_limit::text,
         'X-RateLimit-Remaining', remaining::text,
-        'RateLimit-Policy', name || ';q=' || p_limit
-            || CASE WHEN unit IS NULL OR unit IN ('', 'requests') THEN '' ELSE ';qu=' || ratelimit.policy_sf_string(unit) END
-            || CASE WHEN p_period_ms IS NULL THEN ''
-                    ELSE ';w=' || (p_period_ms / 1000 + CASE WHEN p_period_ms % 1000 <> 0 AND p_period_ms > 0 THEN 1 ELSE 0 END) END
-            || key_parameter || coalesce(p_other_policies, ''))
-        || CASE WHEN wait_ms IS NULL THEN '{}'::jsonb
-                ELSE pg_catalog.jsonb_build_object(
-                         'X-RateLimit-Reset', reset,
-                         'RateLimit', name || ';r=' || remaining || ';t=' || seconds || key_parameter
-                             || coalesce(p_other_fields, '')) END
-        || CASE WHEN p_allowed IS NOT NULL AND NOT p_allowed AND wait_ms IS NOT NULL
-                THEN pg_catalog.jsonb_build_object('Retry-After', seconds::text) ELSE '{}'::jsonb END;
+        'RateLimit-Policy', policy_field,
+        'X-RateLimit-Reset', reset,
+        'RateLimit', name || ';r=' || remaining || ';t=' || seconds || key_parameter || coalesce(p_other_fields, ''));
 END
 $$;
 

@@ -24,7 +24,7 @@ extern "C" {
 }
 
 #include "ratelimit/http_fields.hpp"
-#include "ratelimit/key_hash.hpp"
+#include "ratelimit/partition_key.hpp"
 #include "ratelimit/validation.hpp"
 
 namespace ratelimit::pg {
@@ -50,39 +50,12 @@ DecisionView decision_view(const PolicyCall& call, const PolicyAnswer& answer, M
     return view;
 }
 
-// The pk parameter: SipHash-2-4 (128-bit output, ratelimit/key_hash.hpp) of the policy's name,
-// a NUL and the subject as given, keyed with the first 16 bytes of the database's
-// ratelimit.partition_key_secret, cut to kPartitionKeyBytes. SipHash is a pseudorandom function:
-// a client can tell whether two responses count against the same subject, never which subject
-// (it cannot know the secret); the name in the hash keeps one subject's keys apart across
-// policies. It costs a fraction of a microsecond, with no allocation.
-constexpr std::size_t kPartitionKeyBytes = 12;
-
+// The pk parameter (ratelimit/partition_key.hpp) under the database's
+// ratelimit.partition_key_secret.
 std::optional<std::string> partition_key(const PolicyCatalog& catalog,
                                          const ResolvedPolicy& resolved) {
-    const std::string& secret = catalog.partition_secret;
-    if (secret.size() < 16)
-        return std::nullopt;
-    HashSecret key;
-    for (int i = 0; i < 8; ++i) {
-        key.k0 |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(secret[i])) << (8 * i);
-        key.k1 |= static_cast<std::uint64_t>(static_cast<std::uint8_t>(secret[8 + i])) << (8 * i);
-    }
-    const std::string& name = resolved.rule->name;
-    const std::string_view subject = text_bytes(resolved.key);
-    std::string input;
-    input.reserve(name.size() + 1 + subject.size());
-    input.append(name);
-    input.push_back('\0');
-    input.append(subject);
-    const KeyHash hash = hash_key(key, input.data(), input.size());
-    std::string bytes(16, '\0');
-    for (int i = 0; i < 8; ++i) {
-        bytes[i] = static_cast<char>(hash.low >> (8 * i));
-        bytes[8 + i] = static_cast<char>(hash.high >> (8 * i));
-    }
-    bytes.resize(kPartitionKeyBytes);
-    return bytes;
+    return ratelimit::partition_key(catalog.partition_secret, resolved.rule->name,
+                                    text_bytes(resolved.key));
 }
 
 std::optional<std::string> quota_unit(const PolicyCatalog& catalog, const PolicyRule& rule) {
