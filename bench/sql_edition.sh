@@ -3,7 +3,8 @@
 # server, one per edition (the C edition's extension; the SQL edition from its plain file), 8
 # clients: consume on the table and unlogged engines, one hot key and over 10,000 keys, and
 # check_http on a policy, each against the SELECT 1 floor; and each app's drop-ins on the SQL
-# edition against that app's own plpgsql limiter.
+# edition against that app's own plpgsql limiter, and against that limiter with only the lookup of
+# its policy added (the least a drop-in can do in PL/pgSQL).
 # A benchmark, not a test: it fails only when the benchmark itself is broken, never on a timing.
 #
 # Run as root from the repository root:  BENCH_SECONDS=15 bash bench/sql_edition.sh
@@ -62,9 +63,13 @@ for app in "${drop_in_apps[@]}"; do
         -f "${plain_file/ratelimit_sql--/ratelimit_sql_$app--}" >/dev/null
     sed '/^CREATE EXTENSION/d' "bench/$app/setup.sql" |
         psql -X -q -v ON_ERROR_STOP=1 -d "$app_database" >/dev/null
+    psql -X -q -v ON_ERROR_STOP=1 -d "$app_database" -f "bench/$bench_name/apps_with_policy_lookup.sql" >/dev/null
     database="$app_database"
     bench_case "${app}_sql" "../$app/${drop_in_script[$app]}"
     bench_case "${app}_plpgsql" "../$app/plpgsql_10k.sql"
+    if [ -f "bench/$bench_name/${app}_with_policy_lookup_10k.sql" ]; then
+        bench_case "${app}_lookup" "${app}_with_policy_lookup_10k.sql"
+    fi
     database="$c_database"
 done
 
@@ -85,11 +90,16 @@ table="$(
     row '`consume`, unlogged engine, 10k keys' consume_unlogged_10k
     row '`check_http`, one policy (table engine), 10k subjects' check_http
     echo
-    echo "| each app's drop-ins, 10k users | SQL edition TPS | the app's own plpgsql TPS | SQL edition / the app's own |"
-    echo "|---|---:|---:|---:|"
+    echo "| each app's drop-ins, 10k users | SQL edition TPS | the app's own plpgsql TPS | SQL edition / the app's own | the app's own with its policy looked up TPS | that / the app's own |"
+    echo "|---|---:|---:|---:|---:|---:|"
     for app in "${drop_in_apps[@]}"; do
-        printf '| %s (`%s`) | %.0f | %.0f | %s |\n' "$app" "${drop_in_script[$app]}" "${tps[${app}_sql]}" \
-            "${tps[${app}_plpgsql]}" "$(ratio "${tps[${app}_sql]}" "${tps[${app}_plpgsql]}" 2)"
+        lookup_tps="" lookup_ratio=""
+        if [ -n "${tps[${app}_lookup]:-}" ]; then
+            lookup_tps="$(printf '%.0f' "${tps[${app}_lookup]}")"
+            lookup_ratio="$(ratio "${tps[${app}_lookup]}" "${tps[${app}_plpgsql]}" 2)"
+        fi
+        printf '| %s (`%s`) | %.0f | %.0f | %s | %s | %s |\n' "$app" "${drop_in_script[$app]}" "${tps[${app}_sql]}" \
+            "${tps[${app}_plpgsql]}" "$(ratio "${tps[${app}_sql]}" "${tps[${app}_plpgsql]}" 2)" "$lookup_tps" "$lookup_ratio"
     done
 )"
 

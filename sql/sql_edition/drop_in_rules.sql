@@ -11,28 +11,30 @@
 -- empty, as RESET leaves a name the library does not define), a value it would refuse an error.
 
 -- The limit and window a drop-in call enforces, from the caller's (already checked) values and
--- the policy p_prefix || p_name, if any (ratelimit/drop_in_limits.hpp): a policy wins, its period
+-- the policy p_policy_name, if any (ratelimit/drop_in_limits.hpp): a policy wins, its period
 -- rounded up to whole p_unit microseconds; with ratelimit.dropin_caller_limits = must_match a call
 -- whose values differ is refused; without a policy, ratelimit.dropin_require_policy refuses the
 -- caller's values unless the caller is trusted. p_arguments names the call's arguments: the name,
 -- the limit and the window (p_rpc_name, p_max_calls, p_window_minutes).
-CREATE FUNCTION ratelimit.drop_in_limit(p_arguments text[], p_prefix text, p_name text,
+--
+-- The drop-in looks the policy up itself (its limit, period and time zone, the limit NULL when
+-- there is none) and calls this only when there is one or the setting is set: the usual call,
+-- with neither, enforces the caller's values and pays for no call.
+CREATE FUNCTION ratelimit.drop_in_limit(p_arguments text[], p_policy_name text, p_policy_limit integer,
+                                        p_policy_period interval, p_policy_time_zone text,
                                         p_unit bigint, p_caller_limit integer,
                                         p_caller_window integer,
                                         OUT enforced_limit bigint, OUT window_micros bigint)
 LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
-    policy_name constant text := p_prefix || p_name;
-    policy record;
+    policy_name constant text := p_policy_name;
     setting text;
     period_micros bigint;
     months integer;
     policy_window bigint;
 BEGIN
-    SELECT p."limit", p.period, p.time_zone INTO policy
-    FROM ratelimit.policies p WHERE p.name = policy_name;
-    IF NOT FOUND THEN
+    IF p_policy_limit IS NULL THEN
         setting := NULLIF(pg_catalog.current_setting('ratelimit.dropin_require_policy', true), '');
         IF setting !~* '^(t|tr|tru|true|y|ye|yes|on|1|f|fa|fal|fals|false|n|no|of|off|0)$' THEN
             RAISE EXCEPTION 'ratelimit.dropin_require_policy must be a boolean (got "%")', pg_catalog.left(setting, 64)
@@ -54,13 +56,13 @@ BEGIN
 
     -- A calendar period counts as its usual length (a day, 7 days, 31 days), as the policy
     -- cache reads it; any other as its microseconds.
-    months := pg_catalog.date_part('year', policy.period)::integer * 12
-              + pg_catalog.date_part('month', policy.period)::integer;
-    IF months = 0 AND policy.time_zone IS NULL THEN
-        period_micros := (EXTRACT(epoch FROM policy.period) * 1000000)::bigint;
+    months := pg_catalog.date_part('year', p_policy_period)::integer * 12
+              + pg_catalog.date_part('month', p_policy_period)::integer;
+    IF months = 0 AND p_policy_time_zone IS NULL THEN
+        period_micros := (EXTRACT(epoch FROM p_policy_period) * 1000000)::bigint;
     ELSIF months = 1 THEN
         period_micros := 31 * 86400000000::bigint;
-    ELSIF pg_catalog.date_part('day', policy.period) = 7 THEN
+    ELSIF pg_catalog.date_part('day', p_policy_period) = 7 THEN
         period_micros := 7 * 86400000000::bigint;
     ELSE
         period_micros := 86400000000::bigint;
@@ -74,9 +76,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF setting = 'must_match' THEN
-        IF p_caller_limit <> policy."limit" THEN
+        IF p_caller_limit <> p_policy_limit THEN
             RAISE EXCEPTION '% must be %, the limit of the policy % (ratelimit.dropin_caller_limits is must_match), got %',
-                p_arguments[2], policy."limit", policy_name, p_caller_limit
+                p_arguments[2], p_policy_limit, policy_name, p_caller_limit
                 USING ERRCODE = 'insufficient_privilege';
         END IF;
         IF p_caller_window <> policy_window THEN
@@ -85,7 +87,7 @@ BEGIN
                 USING ERRCODE = 'insufficient_privilege';
         END IF;
     END IF;
-    enforced_limit := policy."limit";
+    enforced_limit := p_policy_limit;
     window_micros := policy_window * p_unit;
 END
 $$;

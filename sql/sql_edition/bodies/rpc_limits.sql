@@ -12,7 +12,11 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    chosen record;
+    policy_limit integer;
+    policy_period interval;
+    policy_time_zone text;
+    enforced_limit bigint := p_max_calls;
+    window_micros bigint := p_window_minutes * 60000000::bigint;
     caller uuid;
     engine text;
     now_at timestamptz;
@@ -25,40 +29,63 @@ BEGIN
         AND p_window_minutes BETWEEN 1 AND 525600) IS NOT TRUE THEN
         PERFORM ratelimit.drop_in_rpc_arguments(p_rpc_name, p_max_calls, p_window_minutes);
     END IF;
-    chosen := ratelimit.drop_in_limit(ARRAY['p_rpc_name', 'p_max_calls', 'p_window_minutes'], 'rpc.',
-                                      p_rpc_name, 60000000, p_max_calls, p_window_minutes);
+    -- The policy rpc.<name>, if any; ratelimit.drop_in_limit applies it, or the setting that
+    -- asks for one: without either the caller's values hold.
+    SELECT p."limit", p.period, p.time_zone INTO policy_limit, policy_period, policy_time_zone
+    FROM ratelimit.policies p WHERE p.name = 'rpc.' || p_rpc_name;
+    IF policy_limit IS NOT NULL OR pg_catalog.current_setting('ratelimit.dropin_require_policy', true) <> '' THEN
+        SELECT l.enforced_limit, l.window_micros INTO enforced_limit, window_micros
+        FROM ratelimit.drop_in_limit(ARRAY['p_rpc_name', 'p_max_calls', 'p_window_minutes'], 'rpc.' || p_rpc_name,
+                                     policy_limit, policy_period, policy_time_zone, 60000000, p_max_calls,
+                                     p_window_minutes) AS l;
+    END IF;
     caller := ratelimit.drop_in_caller();
     IF caller IS NULL THEN
         RETURN true;
     END IF;
 
     now_at := ratelimit.clock_now();
-    now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
     engine := ratelimit.drop_in_engine();
     IF engine IS NOT NULL THEN
+        now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
         -- The same window on the engine: it restarts once window_expires_at < now.
         SELECT w.counted INTO counted
         FROM ratelimit.drop_in_count_in_window('check_rate_limit', engine, 'drop-in/rpc_rate_limits',
                                                caller::text || ':' || p_rpc_name, now_micros,
-                                               now_micros + chosen.window_micros, true, 1) AS w;
+                                               now_micros + window_micros, true, 1) AS w;
     ELSE
-        -- RollingWindow's transition under the row lock INSERT ... ON CONFLICT takes: a window
-        -- restarts only once the window_expires_at it was opened with has passed, whatever
-        -- length a later call (or an edited policy) gives; call_count saturates.
-        INSERT INTO @extschema@.rpc_rate_limits AS r
-            (user_id, rpc_name, call_count, window_start, window_expires_at)
-        VALUES (caller, p_rpc_name, 1, now_at, now_at + chosen.window_micros * interval '1 microsecond')
-        ON CONFLICT (user_id, rpc_name) DO UPDATE SET
-            call_count = CASE WHEN r.window_expires_at < now_at THEN 1
-                              ELSE r.call_count + (r.call_count < 2147483647)::integer END,
-            window_start = CASE WHEN r.window_expires_at < now_at THEN now_at ELSE r.window_start END,
-            window_expires_at = CASE WHEN r.window_expires_at < now_at
-                                     THEN now_at + chosen.window_micros * interval '1 microsecond'
-                                     ELSE r.window_expires_at END
-        RETURNING r.call_count INTO counted;
+        -- RollingWindow's transition under the row's lock: a window restarts only once the
+        -- window_expires_at it was opened with has passed, whatever length a later call (or an
+        -- edited policy) gives; call_count saturates. The row is updated where it is; a first
+        -- call makes it, INSERT ... ON CONFLICT updating it if a concurrent first call did.
+        -- A read-only transaction's refusal names the INSERT, as the C edition's does.
+        IF pg_catalog.current_setting('transaction_read_only') = 'off' THEN
+            UPDATE @extschema@.rpc_rate_limits AS r SET
+                call_count = CASE WHEN r.window_expires_at < now_at THEN 1
+                                  ELSE r.call_count + (r.call_count < 2147483647)::integer END,
+                window_start = CASE WHEN r.window_expires_at < now_at THEN now_at ELSE r.window_start END,
+                window_expires_at = CASE WHEN r.window_expires_at < now_at
+                                         THEN now_at + window_micros * interval '1 microsecond'
+                                         ELSE r.window_expires_at END
+            WHERE r.user_id = caller AND r.rpc_name = p_rpc_name
+            RETURNING r.call_count INTO counted;
+        END IF;
+        IF counted IS NULL THEN
+            INSERT INTO @extschema@.rpc_rate_limits AS r
+                (user_id, rpc_name, call_count, window_start, window_expires_at)
+            VALUES (caller, p_rpc_name, 1, now_at, now_at + window_micros * interval '1 microsecond')
+            ON CONFLICT (user_id, rpc_name) DO UPDATE SET
+                call_count = CASE WHEN r.window_expires_at < now_at THEN 1
+                                  ELSE r.call_count + (r.call_count < 2147483647)::integer END,
+                window_start = CASE WHEN r.window_expires_at < now_at THEN now_at ELSE r.window_start END,
+                window_expires_at = CASE WHEN r.window_expires_at < now_at
+                                         THEN now_at + window_micros * interval '1 microsecond'
+                                         ELSE r.window_expires_at END
+            RETURNING r.call_count INTO counted;
+        END IF;
     END IF;
     -- A saturated count has lost count: it denies whatever the limit.
-    RETURN counted < 2147483647 AND counted <= chosen.enforced_limit;
+    RETURN counted < 2147483647 AND counted <= enforced_limit;
 END
 $$;
 -- @end ratelimit_rpc_limits_check_rate_limit
@@ -70,7 +97,11 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    chosen record;
+    policy_limit integer;
+    policy_period interval;
+    policy_time_zone text;
+    enforced_limit bigint := p_max_calls;
+    window_micros bigint := p_window_minutes * 60000000::bigint;
     engine text;
     now_at timestamptz;
     now_micros bigint;
@@ -85,34 +116,60 @@ BEGIN
         END IF;
         PERFORM ratelimit.drop_in_rpc_arguments(p_rpc_name, p_max_calls, p_window_minutes);
     END IF;
-    chosen := ratelimit.drop_in_limit(ARRAY['p_rpc_name', 'p_max_calls', 'p_window_minutes'], 'rpc.',
-                                      p_rpc_name, 60000000, p_max_calls, p_window_minutes);
+    -- The policy rpc.<name>, if any; ratelimit.drop_in_limit applies it, or the setting that
+    -- asks for one: without either the caller's values hold.
+    SELECT p."limit", p.period, p.time_zone INTO policy_limit, policy_period, policy_time_zone
+    FROM ratelimit.policies p WHERE p.name = 'rpc.' || p_rpc_name;
+    IF policy_limit IS NOT NULL OR pg_catalog.current_setting('ratelimit.dropin_require_policy', true) <> '' THEN
+        SELECT l.enforced_limit, l.window_micros INTO enforced_limit, window_micros
+        FROM ratelimit.drop_in_limit(ARRAY['p_rpc_name', 'p_max_calls', 'p_window_minutes'], 'rpc.' || p_rpc_name,
+                                     policy_limit, policy_period, policy_time_zone, 60000000, p_max_calls,
+                                     p_window_minutes) AS l;
+    END IF;
     IF ratelimit.drop_in_jwt_role() THEN
         PERFORM ratelimit.drop_in_require_may_act_on('p_user_id', p_user_id, ratelimit.drop_in_caller(), true);
     END IF;
 
     now_at := ratelimit.clock_now();
-    now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
     engine := ratelimit.drop_in_engine();
     IF engine IS NOT NULL THEN
+        now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
         SELECT w.counted INTO counted
         FROM ratelimit.drop_in_count_in_window('check_rate_limit', engine, 'drop-in/rpc_rate_limits',
                                                p_user_id::text || ':' || p_rpc_name, now_micros,
-                                               now_micros + chosen.window_micros, true, 1) AS w;
+                                               now_micros + window_micros, true, 1) AS w;
     ELSE
-        INSERT INTO @extschema@.rpc_rate_limits AS r
-            (user_id, rpc_name, call_count, window_start, window_expires_at)
-        VALUES (p_user_id, p_rpc_name, 1, now_at, now_at + chosen.window_micros * interval '1 microsecond')
-        ON CONFLICT (user_id, rpc_name) DO UPDATE SET
-            call_count = CASE WHEN r.window_expires_at < now_at THEN 1
-                              ELSE r.call_count + (r.call_count < 2147483647)::integer END,
-            window_start = CASE WHEN r.window_expires_at < now_at THEN now_at ELSE r.window_start END,
-            window_expires_at = CASE WHEN r.window_expires_at < now_at
-                                     THEN now_at + chosen.window_micros * interval '1 microsecond'
-                                     ELSE r.window_expires_at END
-        RETURNING r.call_count INTO counted;
+        -- RollingWindow's transition under the row's lock: a window restarts only once the
+        -- window_expires_at it was opened with has passed, whatever length a later call (or an
+        -- edited policy) gives; call_count saturates. The row is updated where it is; a first
+        -- call makes it, INSERT ... ON CONFLICT updating it if a concurrent first call did.
+        -- A read-only transaction's refusal names the INSERT, as the C edition's does.
+        IF pg_catalog.current_setting('transaction_read_only') = 'off' THEN
+            UPDATE @extschema@.rpc_rate_limits AS r SET
+                call_count = CASE WHEN r.window_expires_at < now_at THEN 1
+                                  ELSE r.call_count + (r.call_count < 2147483647)::integer END,
+                window_start = CASE WHEN r.window_expires_at < now_at THEN now_at ELSE r.window_start END,
+                window_expires_at = CASE WHEN r.window_expires_at < now_at
+                                         THEN now_at + window_micros * interval '1 microsecond'
+                                         ELSE r.window_expires_at END
+            WHERE r.user_id = p_user_id AND r.rpc_name = p_rpc_name
+            RETURNING r.call_count INTO counted;
+        END IF;
+        IF counted IS NULL THEN
+            INSERT INTO @extschema@.rpc_rate_limits AS r
+                (user_id, rpc_name, call_count, window_start, window_expires_at)
+            VALUES (p_user_id, p_rpc_name, 1, now_at, now_at + window_micros * interval '1 microsecond')
+            ON CONFLICT (user_id, rpc_name) DO UPDATE SET
+                call_count = CASE WHEN r.window_expires_at < now_at THEN 1
+                                  ELSE r.call_count + (r.call_count < 2147483647)::integer END,
+                window_start = CASE WHEN r.window_expires_at < now_at THEN now_at ELSE r.window_start END,
+                window_expires_at = CASE WHEN r.window_expires_at < now_at
+                                         THEN now_at + window_micros * interval '1 microsecond'
+                                         ELSE r.window_expires_at END
+            RETURNING r.call_count INTO counted;
+        END IF;
     END IF;
-    RETURN counted < 2147483647 AND counted <= chosen.enforced_limit;
+    RETURN counted < 2147483647 AND counted <= enforced_limit;
 END
 $$;
 -- @end ratelimit_rpc_limits_check_rate_limit_for_user
