@@ -10,14 +10,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_now constant bigint := (extract(epoch FROM ratelimit.clock_now()) * 1000000)::bigint;
-    v_algorithm constant smallint := CASE p_algorithm WHEN 'fixed_window' THEN 1 WHEN 'rolling_window' THEN 2
-        WHEN 'sliding_window' THEN 3 WHEN 'sliding_window_counter' THEN 4 WHEN 'token_bucket' THEN 5 WHEN 'gcra' THEN 6 END;
-    -- p_period in microseconds, when it has no months and no time zone comes with it.
-    v_period constant numeric := CASE WHEN p_time_zone IS NULL AND pg_catalog.isfinite(p_period)
-                                           AND pg_catalog.date_trunc('month', p_period) = interval '0'
-                                      THEN extract(epoch FROM p_period) * 1000000 END;
-    v_p bigint;
-    v_b bigint;
+    v_algorithm constant smallint := pg_catalog.array_position(
+        ARRAY['fixed_window', 'rolling_window', 'sliding_window', 'sliding_window_counter', 'token_bucket', 'gcra'],
+        p_algorithm);
+    -- p_period in microseconds, when it has no months and no time zone comes with it (held
+    -- within bigint: the checks below refuse what was cut).
+    v_p constant bigint := CASE WHEN p_time_zone IS NULL AND pg_catalog.isfinite(p_period)
+                                     AND pg_catalog.date_trunc('month', p_period) = interval '0'
+                                THEN least(greatest(extract(epoch FROM p_period) * 1000000, -1), 31536000000001) END;
     v_instant bigint;
     v_amount bigint;
     v_carry bigint;
@@ -25,10 +25,10 @@ DECLARE
     r record;  -- ratelimit.state_decision
 BEGIN
     IF pg_catalog.octet_length(p_key) BETWEEN 1 AND 256
-       AND v_period BETWEEN 1000 AND 31536000000000 AND extract(day FROM p_period) BETWEEN -106751991 AND 106751991
+       AND v_p BETWEEN 1000 AND 31536000000000 AND extract(day FROM p_period) BETWEEN -106751991 AND 106751991
        AND p_limit > 0 AND p_cost >= 0 AND v_algorithm IS NOT NULL AND p_engine IN ('table', 'unlogged')
        AND (p_burst IS NULL OR (v_algorithm >= 5 AND p_burst > 0
-                                AND p_burst::numeric * v_period <= p_limit::numeric * 31536000000000))
+                                AND p_burst::numeric * v_p <= p_limit::numeric * 31536000000000))
        AND v_now BETWEEN 0 AND 253402300800000000
        AND p_max_wait IS NULL
        AND pg_catalog.current_setting('transaction_read_only') = 'off' THEN
@@ -37,35 +37,29 @@ BEGIN
             -- version, then a key without a row: ratelimit.key_apply's first steps (its
             -- comment says why they are exact), made here without the call, for the call
             -- applications make most.
-            v_p := v_period;
-            v_b := coalesce(p_burst, p_limit);
-            IF v_algorithm = 3 THEN
-                NULL;
-            ELSIF v_algorithm = 1 THEN
+            IF v_algorithm = 1 THEN
+                -- The window holding now. A row whose window starts later (the clock went back)
+                -- is left to ratelimit.key_apply, as is every case these statements do not
+                -- decide; for the others greatest(now, instant) is now.
+                v_instant := v_now - v_now % v_p;
                 IF p_engine = 'table' THEN
                     UPDATE ratelimit.key_state
-                    SET instant = greatest(v_now, instant) - greatest(v_now, instant) % v_p,
-                        amount = (CASE WHEN instant = greatest(v_now, instant) - greatest(v_now, instant) % v_p
-                                       THEN amount ELSE 0 END) + p_cost,
-                        expires_at = greatest(greatest(v_now, instant) - greatest(v_now, instant) % v_p + v_p,
-                                              blocked_until)
+                    SET instant = v_instant,
+                        amount = (CASE WHEN instant = v_instant THEN amount ELSE 0 END) + p_cost,
+                        expires_at = greatest(v_instant + v_p, blocked_until)
                     WHERE policy = '' AND key = p_key AND algorithm = 1 AND carry = 0 AND log IS NULL
-                      AND blocked_until <= v_now
-                      AND (CASE WHEN instant = greatest(v_now, instant) - greatest(v_now, instant) % v_p
-                                THEN amount ELSE 0 END) + p_cost <= p_limit
-                    RETURNING instant, amount INTO v_instant, v_amount;
+                      AND blocked_until <= v_now AND instant <= v_now
+                      AND (CASE WHEN instant = v_instant THEN amount ELSE 0 END) + p_cost <= p_limit
+                    RETURNING amount INTO v_amount;
                 ELSE
                     UPDATE ratelimit.key_state_unlogged
-                    SET instant = greatest(v_now, instant) - greatest(v_now, instant) % v_p,
-                        amount = (CASE WHEN instant = greatest(v_now, instant) - greatest(v_now, instant) % v_p
-                                       THEN amount ELSE 0 END) + p_cost,
-                        expires_at = greatest(greatest(v_now, instant) - greatest(v_now, instant) % v_p + v_p,
-                                              blocked_until)
+                    SET instant = v_instant,
+                        amount = (CASE WHEN instant = v_instant THEN amount ELSE 0 END) + p_cost,
+                        expires_at = greatest(v_instant + v_p, blocked_until)
                     WHERE policy = '' AND key = p_key AND algorithm = 1 AND carry = 0 AND log IS NULL
-                      AND blocked_until <= v_now
-                      AND (CASE WHEN instant = greatest(v_now, instant) - greatest(v_now, instant) % v_p
-                                THEN amount ELSE 0 END) + p_cost <= p_limit
-                    RETURNING instant, amount INTO v_instant, v_amount;
+                      AND blocked_until <= v_now AND instant <= v_now
+                      AND (CASE WHEN instant = v_instant THEN amount ELSE 0 END) + p_cost <= p_limit
+                    RETURNING amount INTO v_amount;
                 END IF;
                 IF FOUND THEN
                     RETURN ROW(true, p_limit, p_limit - v_amount, 0,
@@ -74,29 +68,23 @@ BEGIN
             ELSIF v_algorithm = 2 THEN
                 IF p_engine = 'table' THEN
                     UPDATE ratelimit.key_state
-                    SET instant = CASE WHEN amount > 0 AND greatest(v_now, instant) < instant + v_p
-                                       THEN instant ELSE greatest(v_now, instant) END,
-                        amount = (CASE WHEN amount > 0 AND greatest(v_now, instant) < instant + v_p
-                                       THEN amount ELSE 0 END) + p_cost,
-                        expires_at = greatest((CASE WHEN amount > 0 AND greatest(v_now, instant) < instant + v_p
-                                                    THEN instant ELSE greatest(v_now, instant) END) + v_p, blocked_until)
+                    SET instant = CASE WHEN amount > 0 AND v_now < instant + v_p THEN instant ELSE v_now END,
+                        amount = (CASE WHEN amount > 0 AND v_now < instant + v_p THEN amount ELSE 0 END) + p_cost,
+                        expires_at = greatest((CASE WHEN amount > 0 AND v_now < instant + v_p
+                                                    THEN instant ELSE v_now END) + v_p, blocked_until)
                     WHERE policy = '' AND key = p_key AND algorithm = 2 AND carry = 0 AND log IS NULL
-                      AND blocked_until <= v_now
-                      AND (CASE WHEN amount > 0 AND greatest(v_now, instant) < instant + v_p
-                                THEN amount ELSE 0 END) + p_cost <= p_limit
+                      AND blocked_until <= v_now AND instant <= v_now
+                      AND (CASE WHEN amount > 0 AND v_now < instant + v_p THEN amount ELSE 0 END) + p_cost <= p_limit
                     RETURNING instant, amount INTO v_instant, v_amount;
                 ELSE
                     UPDATE ratelimit.key_state_unlogged
-                    SET instant = CASE WHEN amount > 0 AND greatest(v_now, instant) < instant + v_p
-                                       THEN instant ELSE greatest(v_now, instant) END,
-                        amount = (CASE WHEN amount > 0 AND greatest(v_now, instant) < instant + v_p
-                                       THEN amount ELSE 0 END) + p_cost,
-                        expires_at = greatest((CASE WHEN amount > 0 AND greatest(v_now, instant) < instant + v_p
-                                                    THEN instant ELSE greatest(v_now, instant) END) + v_p, blocked_until)
+                    SET instant = CASE WHEN amount > 0 AND v_now < instant + v_p THEN instant ELSE v_now END,
+                        amount = (CASE WHEN amount > 0 AND v_now < instant + v_p THEN amount ELSE 0 END) + p_cost,
+                        expires_at = greatest((CASE WHEN amount > 0 AND v_now < instant + v_p
+                                                    THEN instant ELSE v_now END) + v_p, blocked_until)
                     WHERE policy = '' AND key = p_key AND algorithm = 2 AND carry = 0 AND log IS NULL
-                      AND blocked_until <= v_now
-                      AND (CASE WHEN amount > 0 AND greatest(v_now, instant) < instant + v_p
-                                THEN amount ELSE 0 END) + p_cost <= p_limit
+                      AND blocked_until <= v_now AND instant <= v_now
+                      AND (CASE WHEN amount > 0 AND v_now < instant + v_p THEN amount ELSE 0 END) + p_cost <= p_limit
                     RETURNING instant, amount INTO v_instant, v_amount;
                 END IF;
                 IF FOUND THEN
@@ -142,14 +130,14 @@ BEGIN
                 IF p_engine = 'table' THEN
                     UPDATE ratelimit.key_state
                     SET instant = v_now,
-                        amount = least(amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p), v_b)
+                        amount = least(amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p), coalesce(p_burst, p_limit)::bigint)
                                  - p_cost,
-                        carry = CASE WHEN amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p) >= v_b
+                        carry = CASE WHEN amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p) >= coalesce(p_burst, p_limit)::bigint
                                      THEN 0 ELSE pg_catalog.mod(carry + (v_now - instant)::numeric * p_limit, v_p) END,
                         expires_at = greatest(v_now + pg_catalog.div(
-                            CASE WHEN amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p) >= v_b
+                            CASE WHEN amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p) >= coalesce(p_burst, p_limit)::bigint
                                  THEN p_cost::numeric * v_p
-                                 ELSE (v_b + p_cost - amount)::numeric * v_p - carry - (v_now - instant)::numeric * p_limit END
+                                 ELSE (coalesce(p_burst, p_limit)::bigint + p_cost - amount)::numeric * v_p - carry - (v_now - instant)::numeric * p_limit END
                             + p_limit - 1, p_limit), blocked_until)
                     WHERE policy = '' AND key = p_key AND algorithm = v_algorithm AND log = ARRAY[p_limit, v_p]
                       AND blocked_until <= v_now AND instant <= v_now
@@ -158,14 +146,14 @@ BEGIN
                 ELSE
                     UPDATE ratelimit.key_state_unlogged
                     SET instant = v_now,
-                        amount = least(amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p), v_b)
+                        amount = least(amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p), coalesce(p_burst, p_limit)::bigint)
                                  - p_cost,
-                        carry = CASE WHEN amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p) >= v_b
+                        carry = CASE WHEN amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p) >= coalesce(p_burst, p_limit)::bigint
                                      THEN 0 ELSE pg_catalog.mod(carry + (v_now - instant)::numeric * p_limit, v_p) END,
                         expires_at = greatest(v_now + pg_catalog.div(
-                            CASE WHEN amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p) >= v_b
+                            CASE WHEN amount + pg_catalog.div(carry + (v_now - instant)::numeric * p_limit, v_p) >= coalesce(p_burst, p_limit)::bigint
                                  THEN p_cost::numeric * v_p
-                                 ELSE (v_b + p_cost - amount)::numeric * v_p - carry - (v_now - instant)::numeric * p_limit END
+                                 ELSE (coalesce(p_burst, p_limit)::bigint + p_cost - amount)::numeric * v_p - carry - (v_now - instant)::numeric * p_limit END
                             + p_limit - 1, p_limit), blocked_until)
                     WHERE policy = '' AND key = p_key AND algorithm = v_algorithm AND log = ARRAY[p_limit, v_p]
                       AND blocked_until <= v_now AND instant <= v_now
@@ -173,8 +161,8 @@ BEGIN
                     RETURNING amount, carry INTO v_amount, v_carry;
                 END IF;
                 IF FOUND THEN
-                    RETURN ROW(true, v_b, v_amount, 0,
-                               (pg_catalog.div((v_b - v_amount)::numeric * v_p - v_carry + p_limit - 1,
+                    RETURN ROW(true, coalesce(p_burst, p_limit)::bigint, v_amount, 0,
+                               (pg_catalog.div((coalesce(p_burst, p_limit)::bigint - v_amount)::numeric * v_p - v_carry + p_limit - 1,
                                                p_limit)::bigint + 999) / 1000)::ratelimit.decision;
                 END IF;
             END IF;
@@ -182,7 +170,7 @@ BEGIN
                 INSERT INTO ratelimit.key_state (key, algorithm, instant, amount, carry, log, blocked_until, expires_at, policy)
                 VALUES (p_key, v_algorithm,
                         CASE WHEN v_algorithm IN (1, 4) THEN v_now - v_now % v_p ELSE v_now END,
-                        CASE WHEN v_algorithm >= 5 THEN v_b - p_cost WHEN v_algorithm = 3 THEN 0 ELSE p_cost END, 0,
+                        CASE WHEN v_algorithm >= 5 THEN coalesce(p_burst, p_limit)::bigint - p_cost WHEN v_algorithm = 3 THEN 0 ELSE p_cost END, 0,
                         CASE WHEN v_algorithm >= 5 THEN ARRAY[p_limit, v_p] WHEN v_algorithm = 3 THEN ARRAY[v_now, p_cost] END,
                         0, CASE v_algorithm WHEN 1 THEN v_now - v_now % v_p + v_p
                                             WHEN 4 THEN v_now - v_now % v_p + 2 * v_p
@@ -194,7 +182,7 @@ BEGIN
                 INSERT INTO ratelimit.key_state_unlogged (key, algorithm, instant, amount, carry, log, blocked_until, expires_at, policy)
                 VALUES (p_key, v_algorithm,
                         CASE WHEN v_algorithm IN (1, 4) THEN v_now - v_now % v_p ELSE v_now END,
-                        CASE WHEN v_algorithm >= 5 THEN v_b - p_cost WHEN v_algorithm = 3 THEN 0 ELSE p_cost END, 0,
+                        CASE WHEN v_algorithm >= 5 THEN coalesce(p_burst, p_limit)::bigint - p_cost WHEN v_algorithm = 3 THEN 0 ELSE p_cost END, 0,
                         CASE WHEN v_algorithm >= 5 THEN ARRAY[p_limit, v_p] WHEN v_algorithm = 3 THEN ARRAY[v_now, p_cost] END,
                         0, CASE v_algorithm WHEN 1 THEN v_now - v_now % v_p + v_p
                                             WHEN 4 THEN v_now - v_now % v_p + 2 * v_p
@@ -204,7 +192,7 @@ BEGIN
                 ON CONFLICT (policy, key) DO NOTHING;
             END IF;
             IF FOUND THEN
-                RETURN ROW(true, v_b, v_b - p_cost, 0,
+                RETURN ROW(true, coalesce(p_burst, p_limit)::bigint, coalesce(p_burst, p_limit)::bigint - p_cost, 0,
                            (CASE v_algorithm WHEN 1 THEN v_now - v_now % v_p + v_p - v_now
                                              WHEN 4 THEN v_now - v_now % v_p + 2 * v_p - v_now
                                              WHEN 2 THEN v_p WHEN 3 THEN v_p
@@ -212,7 +200,7 @@ BEGIN
                             + 999) / 1000)::ratelimit.decision;
             END IF;
         END IF;
-        r := ratelimit.key_apply(p_engine, '', p_key, v_algorithm, p_limit, v_period::bigint, coalesce(p_burst, p_limit),
+        r := ratelimit.key_apply(p_engine, '', p_key, v_algorithm, p_limit, v_p, coalesce(p_burst, p_limit),
                                  0, 0, 0, p_cost, 6::smallint, v_now);
     ELSE
         l := ratelimit.native_limit('ratelimit.consume()', p_key, p_limit, p_period, p_cost, p_algorithm, p_engine,
