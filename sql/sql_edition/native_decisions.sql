@@ -1215,33 +1215,28 @@ BEGIN
         -- transaction's is there first. Anything else (a denial, a charge's carry, a clock
         -- behind the state, another algorithm's state, a bucket measured under another limit,
         -- a sliding_window log) takes the way below.
-        IF p_algorithm = 3 THEN
-            NULL;
-        ELSIF p_algorithm = 1 THEN
+        IF p_algorithm = 1 THEN
+            -- The window holding now. A row whose window starts later (the clock went back)
+            -- takes the way below; for the others greatest(now, instant) is now.
+            s_instant := p_now - p_now % p_period;
             IF p_engine = 'table' THEN
                 UPDATE ratelimit.key_state
-                SET instant = greatest(p_now, instant) - greatest(p_now, instant) % p_period,
-                    amount = (CASE WHEN instant = greatest(p_now, instant) - greatest(p_now, instant) % p_period
-                                   THEN amount ELSE 0 END) + p_cost,
-                    expires_at = greatest(greatest(p_now, instant) - greatest(p_now, instant) % p_period + p_period,
-                                          blocked_until)
+                SET instant = s_instant,
+                    amount = (CASE WHEN instant = s_instant THEN amount ELSE 0 END) + p_cost,
+                    expires_at = greatest(s_instant + p_period, blocked_until)
                 WHERE policy = p_space AND key = p_key AND algorithm = 1 AND carry = 0 AND log IS NULL
-                  AND blocked_until <= p_now
-                  AND (CASE WHEN instant = greatest(p_now, instant) - greatest(p_now, instant) % p_period
-                            THEN amount ELSE 0 END) + p_cost <= p_limit
-                RETURNING instant, amount INTO s_instant, s_amount;
+                  AND blocked_until <= p_now AND instant <= p_now
+                  AND (CASE WHEN instant = s_instant THEN amount ELSE 0 END) + p_cost <= p_limit
+                RETURNING amount INTO s_amount;
             ELSIF p_engine = 'unlogged' THEN
                 UPDATE ratelimit.key_state_unlogged
-                SET instant = greatest(p_now, instant) - greatest(p_now, instant) % p_period,
-                    amount = (CASE WHEN instant = greatest(p_now, instant) - greatest(p_now, instant) % p_period
-                                   THEN amount ELSE 0 END) + p_cost,
-                    expires_at = greatest(greatest(p_now, instant) - greatest(p_now, instant) % p_period + p_period,
-                                          blocked_until)
+                SET instant = s_instant,
+                    amount = (CASE WHEN instant = s_instant THEN amount ELSE 0 END) + p_cost,
+                    expires_at = greatest(s_instant + p_period, blocked_until)
                 WHERE policy = p_space AND key = p_key AND algorithm = 1 AND carry = 0 AND log IS NULL
-                  AND blocked_until <= p_now
-                  AND (CASE WHEN instant = greatest(p_now, instant) - greatest(p_now, instant) % p_period
-                            THEN amount ELSE 0 END) + p_cost <= p_limit
-                RETURNING instant, amount INTO s_instant, s_amount;
+                  AND blocked_until <= p_now AND instant <= p_now
+                  AND (CASE WHEN instant = s_instant THEN amount ELSE 0 END) + p_cost <= p_limit
+                RETURNING amount INTO s_amount;
             END IF;
             IF FOUND THEN
                 RETURN ROW(true, p_limit, p_limit - s_amount, 0, greatest(0, s_instant + p_period - p_now), false, false,
@@ -1250,28 +1245,28 @@ BEGIN
         ELSIF p_algorithm = 2 THEN
             IF p_engine = 'table' THEN
                 UPDATE ratelimit.key_state
-                SET instant = CASE WHEN amount > 0 AND greatest(p_now, instant) < instant + p_period
-                                   THEN instant ELSE greatest(p_now, instant) END,
-                    amount = (CASE WHEN amount > 0 AND greatest(p_now, instant) < instant + p_period
+                SET instant = CASE WHEN amount > 0 AND p_now < instant + p_period
+                                   THEN instant ELSE p_now END,
+                    amount = (CASE WHEN amount > 0 AND p_now < instant + p_period
                                    THEN amount ELSE 0 END) + p_cost,
-                    expires_at = greatest((CASE WHEN amount > 0 AND greatest(p_now, instant) < instant + p_period
-                                                THEN instant ELSE greatest(p_now, instant) END) + p_period, blocked_until)
+                    expires_at = greatest((CASE WHEN amount > 0 AND p_now < instant + p_period
+                                                THEN instant ELSE p_now END) + p_period, blocked_until)
                 WHERE policy = p_space AND key = p_key AND algorithm = 2 AND carry = 0 AND log IS NULL
-                  AND blocked_until <= p_now
-                  AND (CASE WHEN amount > 0 AND greatest(p_now, instant) < instant + p_period
+                  AND blocked_until <= p_now AND instant <= p_now
+                  AND (CASE WHEN amount > 0 AND p_now < instant + p_period
                             THEN amount ELSE 0 END) + p_cost <= p_limit
                 RETURNING instant, amount INTO s_instant, s_amount;
             ELSIF p_engine = 'unlogged' THEN
                 UPDATE ratelimit.key_state_unlogged
-                SET instant = CASE WHEN amount > 0 AND greatest(p_now, instant) < instant + p_period
-                                   THEN instant ELSE greatest(p_now, instant) END,
-                    amount = (CASE WHEN amount > 0 AND greatest(p_now, instant) < instant + p_period
+                SET instant = CASE WHEN amount > 0 AND p_now < instant + p_period
+                                   THEN instant ELSE p_now END,
+                    amount = (CASE WHEN amount > 0 AND p_now < instant + p_period
                                    THEN amount ELSE 0 END) + p_cost,
-                    expires_at = greatest((CASE WHEN amount > 0 AND greatest(p_now, instant) < instant + p_period
-                                                THEN instant ELSE greatest(p_now, instant) END) + p_period, blocked_until)
+                    expires_at = greatest((CASE WHEN amount > 0 AND p_now < instant + p_period
+                                                THEN instant ELSE p_now END) + p_period, blocked_until)
                 WHERE policy = p_space AND key = p_key AND algorithm = 2 AND carry = 0 AND log IS NULL
-                  AND blocked_until <= p_now
-                  AND (CASE WHEN amount > 0 AND greatest(p_now, instant) < instant + p_period
+                  AND blocked_until <= p_now AND instant <= p_now
+                  AND (CASE WHEN amount > 0 AND p_now < instant + p_period
                             THEN amount ELSE 0 END) + p_cost <= p_limit
                 RETURNING instant, amount INTO s_instant, s_amount;
             END IF;
