@@ -86,12 +86,11 @@ BEGIN
     END IF;
 
     now_at := ratelimit.clock_now();
-    now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
-    -- The aligned window holding now (floor division).
-    window_start_micros := now_micros - (now_micros % window_micros
-                                         + window_micros) % window_micros;
     engine := ratelimit.drop_in_engine();
     IF engine IS NOT NULL THEN
+        now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
+        -- The aligned window holding now (floor division).
+        window_start_micros := now_micros - (now_micros % window_micros + window_micros) % window_micros;
         -- The same windows on the engine: the window still open (expires_at > now), else a
         -- new aligned one.
         SELECT w.counted, w.window_end INTO counted, end_micros
@@ -116,6 +115,8 @@ BEGIN
             RETURNING r.counter, r.expires_at INTO counted, ends_at;
         END IF;
         IF counted IS NULL THEN
+            now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
+            window_start_micros := now_micros - (now_micros % window_micros + window_micros) % window_micros;
             WITH open_window AS (
                 SELECT o.window_start, o.expires_at FROM @extschema@.rate_limits AS o
                 WHERE o.user_id = p_user_id AND o.endpoint = p_endpoint
@@ -142,7 +143,8 @@ BEGIN
         'current', counted,
         'limit', enforced_limit,
         'retryAfter', CASE WHEN allowed THEN 0
-                           ELSE (coalesce(end_micros, (EXTRACT(epoch FROM ends_at) * 1000000)::bigint) - now_micros
+                           ELSE (coalesce(end_micros, (EXTRACT(epoch FROM ends_at) * 1000000)::bigint)
+                                 - coalesce(now_micros, (EXTRACT(epoch FROM now_at) * 1000000)::bigint)
                                  + 999999) / 1000000 END);
 END
 $$;
