@@ -28,7 +28,6 @@ CREATE FUNCTION ratelimit.drop_in_limit(p_arguments text[], p_policy_name text, 
 LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
-    policy_name constant text := p_policy_name;
     setting text;
     period_micros bigint;
     months integer;
@@ -45,7 +44,7 @@ BEGIN
         IF setting ~* '^(t|tr|tru|true|y|ye|yes|on|1)$' THEN
             IF NOT ratelimit.drop_in_trusted_caller() THEN
                 RAISE EXCEPTION '% has no policy %: ratelimit.dropin_require_policy refuses limits chosen by the caller',
-                    p_arguments[1], policy_name
+                    p_arguments[1], p_policy_name
                     USING ERRCODE = 'insufficient_privilege';
             END IF;
         END IF;
@@ -78,12 +77,12 @@ BEGIN
     IF setting = 'must_match' THEN
         IF p_caller_limit <> p_policy_limit THEN
             RAISE EXCEPTION '% must be %, the limit of the policy % (ratelimit.dropin_caller_limits is must_match), got %',
-                p_arguments[2], p_policy_limit, policy_name, p_caller_limit
+                p_arguments[2], p_policy_limit, p_policy_name, p_caller_limit
                 USING ERRCODE = 'insufficient_privilege';
         END IF;
         IF p_caller_window <> policy_window THEN
             RAISE EXCEPTION '% must be %, the period of the policy % (ratelimit.dropin_caller_limits is must_match), got %',
-                p_arguments[3], policy_window, policy_name, p_caller_window
+                p_arguments[3], policy_window, p_policy_name, p_caller_window
                 USING ERRCODE = 'insufficient_privilege';
         END IF;
     END IF;
