@@ -16,7 +16,6 @@ DECLARE
     enforced_limit bigint := p_limit;
     window_micros bigint := p_window_seconds * 1000000::bigint;
     caller uuid;
-    engine text;
     now_at timestamptz;
     now_micros bigint;
     window_start_micros bigint;
@@ -86,15 +85,14 @@ BEGIN
     END IF;
 
     now_at := ratelimit.clock_now();
-    engine := ratelimit.drop_in_engine();
-    IF engine IS NOT NULL THEN
+    IF ratelimit.drop_in_engine() IS NOT NULL THEN
         now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
         -- The aligned window holding now (floor division).
         window_start_micros := now_micros - (now_micros % window_micros + window_micros) % window_micros;
         -- The same windows on the engine: the window still open (expires_at > now), else a
         -- new aligned one.
         SELECT w.counted, w.window_end INTO counted, end_micros
-        FROM ratelimit.drop_in_count_in_window('increment_rate_limit', engine, 'drop-in/rate_limits',
+        FROM ratelimit.drop_in_count_in_window('increment_rate_limit', ratelimit.drop_in_engine(), 'drop-in/rate_limits',
                                                p_user_id::text || ':' || p_endpoint, now_micros,
                                                window_start_micros + window_micros, false,
                                                p_increment) AS w;

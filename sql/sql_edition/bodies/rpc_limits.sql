@@ -18,7 +18,6 @@ DECLARE
     enforced_limit bigint := p_max_calls;
     window_micros bigint := p_window_minutes * 60000000::bigint;
     caller uuid;
-    engine text;
     now_at timestamptz;
     now_micros bigint;
     counted bigint;
@@ -45,12 +44,11 @@ BEGIN
     END IF;
 
     now_at := ratelimit.clock_now();
-    engine := ratelimit.drop_in_engine();
-    IF engine IS NOT NULL THEN
+    IF ratelimit.drop_in_engine() IS NOT NULL THEN
         now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
         -- The same window on the engine: it restarts once window_expires_at < now.
         SELECT w.counted INTO counted
-        FROM ratelimit.drop_in_count_in_window('check_rate_limit', engine, 'drop-in/rpc_rate_limits',
+        FROM ratelimit.drop_in_count_in_window('check_rate_limit', ratelimit.drop_in_engine(), 'drop-in/rpc_rate_limits',
                                                caller::text || ':' || p_rpc_name, now_micros,
                                                now_micros + window_micros, true, 1) AS w;
     ELSE
@@ -102,7 +100,6 @@ DECLARE
     policy_time_zone text;
     enforced_limit bigint := p_max_calls;
     window_micros bigint := p_window_minutes * 60000000::bigint;
-    engine text;
     now_at timestamptz;
     now_micros bigint;
     counted bigint;
@@ -131,11 +128,10 @@ BEGIN
     END IF;
 
     now_at := ratelimit.clock_now();
-    engine := ratelimit.drop_in_engine();
-    IF engine IS NOT NULL THEN
+    IF ratelimit.drop_in_engine() IS NOT NULL THEN
         now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
         SELECT w.counted INTO counted
-        FROM ratelimit.drop_in_count_in_window('check_rate_limit', engine, 'drop-in/rpc_rate_limits',
+        FROM ratelimit.drop_in_count_in_window('check_rate_limit', ratelimit.drop_in_engine(), 'drop-in/rpc_rate_limits',
                                                p_user_id::text || ':' || p_rpc_name, now_micros,
                                                now_micros + window_micros, true, 1) AS w;
     ELSE

@@ -22,64 +22,65 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    engine text;
     now_at timestamptz;
-    now_micros bigint;
     counted bigint;
     first_fit timestamptz;
     wait_micros bigint;
 BEGIN
-    IF p_key IS NULL THEN
-        RAISE EXCEPTION 'p_key must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF octet_length(p_key) = 0 THEN
-        RAISE EXCEPTION 'p_key must not be empty' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF octet_length(p_key) > 256 THEN
-        RAISE EXCEPTION 'p_key must be at most 256 bytes long, got %', octet_length(p_key)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_limit IS NULL THEN
-        RAISE EXCEPTION 'p_limit must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_window_seconds IS NULL THEN
-        RAISE EXCEPTION 'p_window_seconds must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_cost IS NULL THEN
-        RAISE EXCEPTION 'p_cost must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_limit <= 0 THEN
-        RAISE EXCEPTION 'p_limit must be greater than zero, got %', p_limit
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_window_seconds <= 0 THEN
-        RAISE EXCEPTION 'p_window_seconds must be greater than zero, got %', p_window_seconds
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_window_seconds > 31536000 THEN
-        RAISE EXCEPTION 'p_window_seconds must be at most 31536000 (365 days), got %', p_window_seconds
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_cost < 0 THEN
-        RAISE EXCEPTION 'p_cost must not be negative (got %)', p_cost
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_cost > p_limit THEN
-        RAISE EXCEPTION 'p_cost must not exceed p_limit (%), got %', p_limit, p_cost
-            USING ERRCODE = 'invalid_parameter_value';
+    -- Arguments of usual values pass one test; any others meet every check in the C edition's
+    -- order.
+    IF (octet_length(p_key) BETWEEN 1 AND 256 AND p_limit > 0 AND p_window_seconds BETWEEN 1 AND 31536000
+        AND p_cost BETWEEN 0 AND p_limit) IS NOT TRUE THEN
+        IF p_key IS NULL THEN
+            RAISE EXCEPTION 'p_key must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        IF octet_length(p_key) = 0 THEN
+            RAISE EXCEPTION 'p_key must not be empty' USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF octet_length(p_key) > 256 THEN
+            RAISE EXCEPTION 'p_key must be at most 256 bytes long, got %', octet_length(p_key)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_limit IS NULL THEN
+            RAISE EXCEPTION 'p_limit must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        IF p_window_seconds IS NULL THEN
+            RAISE EXCEPTION 'p_window_seconds must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        IF p_cost IS NULL THEN
+            RAISE EXCEPTION 'p_cost must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        IF p_limit <= 0 THEN
+            RAISE EXCEPTION 'p_limit must be greater than zero, got %', p_limit
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_window_seconds <= 0 THEN
+            RAISE EXCEPTION 'p_window_seconds must be greater than zero, got %', p_window_seconds
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_window_seconds > 31536000 THEN
+            RAISE EXCEPTION 'p_window_seconds must be at most 31536000 (365 days), got %', p_window_seconds
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_cost < 0 THEN
+            RAISE EXCEPTION 'p_cost must not be negative (got %)', p_cost
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_cost > p_limit THEN
+            RAISE EXCEPTION 'p_cost must not exceed p_limit (%), got %', p_limit, p_cost
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
 
-    engine := ratelimit.drop_in_engine();
-    IF engine IS NOT NULL THEN
+    IF ratelimit.drop_in_engine() IS NOT NULL THEN
         SELECT d.fits[1], d.counts[1], d.retries[1] INTO allowed, current_count, retry_after
-        FROM ratelimit.drop_in_buckets_on_engine('check_rate_limit', engine, ARRAY[p_key], ARRAY[p_limit],
-                                                 ARRAY[p_window_seconds], p_cost) AS d;
+        FROM ratelimit.drop_in_buckets_on_engine('check_rate_limit', ratelimit.drop_in_engine(), ARRAY[p_key],
+                                                 ARRAY[p_limit], ARRAY[p_window_seconds], p_cost) AS d;
         RETURN NEXT;
         RETURN;
     END IF;
 
     now_at := ratelimit.clock_now();
-    now_micros := (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
     IF current_setting('transaction_isolation') IN ('repeatable read', 'serializable') THEN
         RAISE EXCEPTION 'sliding-window rate limits need READ COMMITTED isolation'
             USING ERRCODE = 'feature_not_supported',
@@ -87,26 +88,29 @@ BEGIN
                   HINT = 'Call it in a READ COMMITTED transaction (PostgREST''s default).';
     END IF;
     PERFORM pg_advisory_xact_lock(1380729419, hashtext(p_key));
-    -- The buckets that count at now, and the oldest whose leaving would let the call fit.
-    WITH counted_buckets AS (
-        SELECT b.bucket_time, b.count FROM @extschema@.rate_limit_buckets AS b
-        WHERE b.key = p_key AND b.bucket_time > now_at - p_window_seconds * interval '1 second'),
-    total AS (SELECT coalesce(sum(c.count), 0) AS n FROM counted_buckets AS c)
-    SELECT t.n,
-           (SELECT w.bucket_time
-            FROM (SELECT c.bucket_time, sum(c.count) OVER (ORDER BY c.bucket_time) AS through
-                  FROM counted_buckets AS c) AS w
-            WHERE t.n - w.through + p_cost <= p_limit
-            ORDER BY w.bucket_time LIMIT 1)
-    INTO counted, first_fit
-    FROM total AS t;
+    -- The buckets that count at now. A call they do not let fit reads them again with the oldest
+    -- whose leaving would let it, in one statement: its answer is that one snapshot's.
+    SELECT coalesce(sum(b.count), 0) INTO counted FROM @extschema@.rate_limit_buckets AS b
+    WHERE b.key = p_key AND b.bucket_time > now_at - p_window_seconds * interval '1 second';
+    IF counted + p_cost > p_limit THEN
+        WITH counted_buckets AS (
+            SELECT b.bucket_time, b.count FROM @extschema@.rate_limit_buckets AS b
+            WHERE b.key = p_key AND b.bucket_time > now_at - p_window_seconds * interval '1 second'),
+        total AS (SELECT coalesce(sum(c.count), 0) AS n FROM counted_buckets AS c)
+        SELECT t.n,
+               (SELECT w.bucket_time
+                FROM (SELECT c.bucket_time, sum(c.count) OVER (ORDER BY c.bucket_time) AS through
+                      FROM counted_buckets AS c) AS w
+                WHERE t.n - w.through + p_cost <= p_limit
+                ORDER BY w.bucket_time LIMIT 1)
+        INTO counted, first_fit
+        FROM total AS t;
+    END IF;
 
     allowed := counted + p_cost <= p_limit;
     IF allowed THEN
         INSERT INTO @extschema@.rate_limit_buckets AS b (key, bucket_time, count, window_seconds)
-        VALUES (p_key, timestamptz 'epoch' + (now_micros - (now_micros % 1000000 + 1000000) % 1000000)
-                                             * interval '1 microsecond',
-                p_cost, p_window_seconds)
+        VALUES (p_key, date_trunc('second', now_at), p_cost, p_window_seconds)
         ON CONFLICT (key, bucket_time) DO UPDATE SET count = b.count + EXCLUDED.count,
             window_seconds = GREATEST(b.window_seconds, EXCLUDED.window_seconds);
         current_count := counted + p_cost;
@@ -118,7 +122,7 @@ BEGIN
         -- Until the bucket that lets the call fit has left the window, in whole seconds rounded
         -- up, at least 1.
         wait_micros := (EXTRACT(epoch FROM first_fit) * 1000000)::bigint
-                       + p_window_seconds * 1000000::bigint - now_micros;
+                       + p_window_seconds * 1000000::bigint - (EXTRACT(epoch FROM now_at) * 1000000)::bigint;
         retry_after := CASE WHEN first_fit IS NULL THEN p_window_seconds
                             ELSE greatest((wait_micros + 999999) / 1000000, 1) END;
     END IF;
@@ -232,18 +236,23 @@ BEGIN
             PERFORM pg_advisory_xact_lock(1380729419, lock_hash);
         END LOOP;
         FOR i IN 1 .. 3 LOOP
-            WITH counted_buckets AS (
-                SELECT b.bucket_time, b.count FROM @extschema@.rate_limit_buckets AS b
-                WHERE b.key = keys[i] AND b.bucket_time > now_at - windows[i] * interval '1 second'),
-            total AS (SELECT coalesce(sum(c.count), 0) AS n FROM counted_buckets AS c)
-            SELECT t.n,
-                   (SELECT w.bucket_time
-                    FROM (SELECT c.bucket_time, sum(c.count) OVER (ORDER BY c.bucket_time) AS through
-                          FROM counted_buckets AS c) AS w
-                    WHERE t.n - w.through + 1 <= limits[i]
-                    ORDER BY w.bucket_time LIMIT 1)
-            INTO counted, first_fit
-            FROM total AS t;
+            -- As check_rate_limit reads a key's buckets.
+            SELECT coalesce(sum(b.count), 0) INTO counted FROM @extschema@.rate_limit_buckets AS b
+            WHERE b.key = keys[i] AND b.bucket_time > now_at - windows[i] * interval '1 second';
+            IF counted + 1 > limits[i] THEN
+                WITH counted_buckets AS (
+                    SELECT b.bucket_time, b.count FROM @extschema@.rate_limit_buckets AS b
+                    WHERE b.key = keys[i] AND b.bucket_time > now_at - windows[i] * interval '1 second'),
+                total AS (SELECT coalesce(sum(c.count), 0) AS n FROM counted_buckets AS c)
+                SELECT t.n,
+                       (SELECT w.bucket_time
+                        FROM (SELECT c.bucket_time, sum(c.count) OVER (ORDER BY c.bucket_time) AS through
+                              FROM counted_buckets AS c) AS w
+                        WHERE t.n - w.through + 1 <= limits[i]
+                        ORDER BY w.bucket_time LIMIT 1)
+                INTO counted, first_fit
+                FROM total AS t;
+            END IF;
             fits[i] := counted + 1 <= limits[i];
             IF fits[i] THEN
                 counts[i] := counted + 1;
@@ -257,8 +266,7 @@ BEGIN
             END IF;
         END LOOP;
         IF fits[1] AND fits[2] AND fits[3] THEN
-            bucket_at := timestamptz 'epoch' + (now_micros - (now_micros % 1000000 + 1000000) % 1000000)
-                                               * interval '1 microsecond';
+            bucket_at := date_trunc('second', now_at);
             FOR i IN 1 .. 3 LOOP
                 INSERT INTO @extschema@.rate_limit_buckets AS b (key, bucket_time, count, window_seconds)
                 VALUES (keys[i], bucket_at, 1, windows[i])
