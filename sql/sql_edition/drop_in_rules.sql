@@ -375,41 +375,50 @@ BEGIN
 END
 $$;
 
--- The per-RPC drop-in's arguments (p_rpc_name, p_max_calls, p_window_minutes) checked in the C
--- edition's order, with its errors: its calls come here only when the arguments fail the one
--- test usual values pass.
-CREATE FUNCTION ratelimit.drop_in_rpc_arguments(p_rpc_name text, p_max_calls integer,
-                                                p_window_minutes integer)
+-- The arguments the three apps' drop-ins share, checked in the C edition's order, with its
+-- errors: a name (p_name_argument: not NULL, 1 to 256 bytes), a limit, a window (not NULL, then
+-- greater than zero, then at most p_window_max, 365 days in its unit), and between the two, the
+-- NULL check of a third argument (p_third_argument, NULL for none) whose other rules the caller
+-- checks after. The drop-ins' calls come here only when their arguments fail the one test usual
+-- values pass.
+CREATE FUNCTION ratelimit.drop_in_window_arguments(p_name_argument text, p_name text,
+                                                   p_limit_argument text, p_limit integer,
+                                                   p_window_argument text, p_window integer,
+                                                   p_window_max integer,
+                                                   p_third_argument text, p_third_is_null boolean)
 RETURNS void
 LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
-    IF p_rpc_name IS NULL THEN
-        RAISE EXCEPTION 'p_rpc_name must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    IF p_name IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', p_name_argument USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF pg_catalog.octet_length(p_rpc_name) = 0 THEN
-        RAISE EXCEPTION 'p_rpc_name must not be empty' USING ERRCODE = 'invalid_parameter_value';
+    IF pg_catalog.octet_length(p_name) = 0 THEN
+        RAISE EXCEPTION '% must not be empty', p_name_argument USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF pg_catalog.octet_length(p_rpc_name) > 256 THEN
-        RAISE EXCEPTION 'p_rpc_name must be at most 256 bytes long, got %', pg_catalog.octet_length(p_rpc_name)
+    IF pg_catalog.octet_length(p_name) > 256 THEN
+        RAISE EXCEPTION '% must be at most 256 bytes long, got %', p_name_argument, pg_catalog.octet_length(p_name)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_max_calls IS NULL THEN
-        RAISE EXCEPTION 'p_max_calls must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    IF p_limit IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', p_limit_argument USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF p_window_minutes IS NULL THEN
-        RAISE EXCEPTION 'p_window_minutes must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    IF p_window IS NULL THEN
+        RAISE EXCEPTION '% must not be NULL', p_window_argument USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF p_max_calls <= 0 THEN
-        RAISE EXCEPTION 'p_max_calls must be greater than zero, got %', p_max_calls
+    IF p_third_is_null THEN
+        RAISE EXCEPTION '% must not be NULL', p_third_argument USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_limit <= 0 THEN
+        RAISE EXCEPTION '% must be greater than zero, got %', p_limit_argument, p_limit
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_window_minutes <= 0 THEN
-        RAISE EXCEPTION 'p_window_minutes must be greater than zero, got %', p_window_minutes
+    IF p_window <= 0 THEN
+        RAISE EXCEPTION '% must be greater than zero, got %', p_window_argument, p_window
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_window_minutes > 525600 THEN
-        RAISE EXCEPTION 'p_window_minutes must be at most 525600 (365 days), got %', p_window_minutes
+    IF p_window > p_window_max THEN
+        RAISE EXCEPTION '% must be at most % (365 days), got %', p_window_argument, p_window_max, p_window
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 END

@@ -25,43 +25,15 @@ DECLARE
     allowed boolean;
 BEGIN
     -- Arguments of usual values pass one test; any others meet every check in the C edition's
-    -- order.
+    -- order (ratelimit.drop_in_window_arguments).
     IF (p_user_id IS NOT NULL AND octet_length(p_endpoint) BETWEEN 1 AND 256 AND p_limit > 0
         AND p_window_seconds BETWEEN 1 AND 31536000 AND p_increment > 0) IS NOT TRUE THEN
         IF p_user_id IS NULL THEN
             RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
         END IF;
-        IF p_endpoint IS NULL THEN
-            RAISE EXCEPTION 'p_endpoint must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF octet_length(p_endpoint) = 0 THEN
-            RAISE EXCEPTION 'p_endpoint must not be empty' USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF octet_length(p_endpoint) > 256 THEN
-            RAISE EXCEPTION 'p_endpoint must be at most 256 bytes long, got %', octet_length(p_endpoint)
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_limit IS NULL THEN
-            RAISE EXCEPTION 'p_limit must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_window_seconds IS NULL THEN
-            RAISE EXCEPTION 'p_window_seconds must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_increment IS NULL THEN
-            RAISE EXCEPTION 'p_increment must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_limit <= 0 THEN
-            RAISE EXCEPTION 'p_limit must be greater than zero, got %', p_limit
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_window_seconds <= 0 THEN
-            RAISE EXCEPTION 'p_window_seconds must be greater than zero, got %', p_window_seconds
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_window_seconds > 31536000 THEN
-            RAISE EXCEPTION 'p_window_seconds must be at most 31536000 (365 days), got %', p_window_seconds
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
+        PERFORM ratelimit.drop_in_window_arguments('p_endpoint', p_endpoint, 'p_limit', p_limit,
+                                                   'p_window_seconds', p_window_seconds, 31536000,
+                                                   'p_increment', p_increment IS NULL);
         IF p_increment <= 0 THEN
             RAISE EXCEPTION 'p_increment must be greater than zero, got %', p_increment
                 USING ERRCODE = 'invalid_parameter_value';

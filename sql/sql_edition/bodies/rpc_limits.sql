@@ -23,10 +23,11 @@ DECLARE
     counted bigint;
 BEGIN
     -- Arguments of usual values pass one test; any others meet every check in the C edition's
-    -- order (ratelimit.drop_in_rpc_arguments).
+    -- order (ratelimit.drop_in_window_arguments).
     IF (octet_length(p_rpc_name) BETWEEN 1 AND 256 AND p_max_calls > 0
         AND p_window_minutes BETWEEN 1 AND 525600) IS NOT TRUE THEN
-        PERFORM ratelimit.drop_in_rpc_arguments(p_rpc_name, p_max_calls, p_window_minutes);
+        PERFORM ratelimit.drop_in_window_arguments('p_rpc_name', p_rpc_name, 'p_max_calls', p_max_calls,
+                                                   'p_window_minutes', p_window_minutes, 525600, NULL, false);
     END IF;
     -- The policy rpc.<name>, if any; ratelimit.drop_in_limit applies it, or the setting that
     -- asks for one: without either the caller's values hold.
@@ -105,13 +106,14 @@ DECLARE
     counted bigint;
 BEGIN
     -- Arguments of usual values pass one test; any others meet every check in the C edition's
-    -- order (ratelimit.drop_in_rpc_arguments).
+    -- order (ratelimit.drop_in_window_arguments).
     IF (p_user_id IS NOT NULL AND octet_length(p_rpc_name) BETWEEN 1 AND 256 AND p_max_calls > 0
         AND p_window_minutes BETWEEN 1 AND 525600) IS NOT TRUE THEN
         IF p_user_id IS NULL THEN
             RAISE EXCEPTION 'p_user_id must not be NULL' USING ERRCODE = 'null_value_not_allowed';
         END IF;
-        PERFORM ratelimit.drop_in_rpc_arguments(p_rpc_name, p_max_calls, p_window_minutes);
+        PERFORM ratelimit.drop_in_window_arguments('p_rpc_name', p_rpc_name, 'p_max_calls', p_max_calls,
+                                                   'p_window_minutes', p_window_minutes, 525600, NULL, false);
     END IF;
     -- The policy rpc.<name>, if any; ratelimit.drop_in_limit applies it, or the setting that
     -- asks for one: without either the caller's values hold.

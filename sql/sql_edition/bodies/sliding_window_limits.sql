@@ -28,40 +28,12 @@ DECLARE
     wait_micros bigint;
 BEGIN
     -- Arguments of usual values pass one test; any others meet every check in the C edition's
-    -- order.
+    -- order (ratelimit.drop_in_window_arguments).
     IF (octet_length(p_key) BETWEEN 1 AND 256 AND p_limit > 0 AND p_window_seconds BETWEEN 1 AND 31536000
         AND p_cost BETWEEN 0 AND p_limit) IS NOT TRUE THEN
-        IF p_key IS NULL THEN
-            RAISE EXCEPTION 'p_key must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF octet_length(p_key) = 0 THEN
-            RAISE EXCEPTION 'p_key must not be empty' USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF octet_length(p_key) > 256 THEN
-            RAISE EXCEPTION 'p_key must be at most 256 bytes long, got %', octet_length(p_key)
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_limit IS NULL THEN
-            RAISE EXCEPTION 'p_limit must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_window_seconds IS NULL THEN
-            RAISE EXCEPTION 'p_window_seconds must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_cost IS NULL THEN
-            RAISE EXCEPTION 'p_cost must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-        END IF;
-        IF p_limit <= 0 THEN
-            RAISE EXCEPTION 'p_limit must be greater than zero, got %', p_limit
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_window_seconds <= 0 THEN
-            RAISE EXCEPTION 'p_window_seconds must be greater than zero, got %', p_window_seconds
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
-        IF p_window_seconds > 31536000 THEN
-            RAISE EXCEPTION 'p_window_seconds must be at most 31536000 (365 days), got %', p_window_seconds
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
+        PERFORM ratelimit.drop_in_window_arguments('p_key', p_key, 'p_limit', p_limit,
+                                                   'p_window_seconds', p_window_seconds, 31536000,
+                                                   'p_cost', p_cost IS NULL);
         IF p_cost < 0 THEN
             RAISE EXCEPTION 'p_cost must not be negative (got %)', p_cost
                 USING ERRCODE = 'invalid_parameter_value';
